@@ -1,0 +1,14 @@
+"""`make bench`: measure every topic on the GPU, write the results file and plots.
+
+    python -m kernels.bench                      # every topic
+    python -m kernels.bench --topics vector_add  # one topic; the others are kept
+
+Each topic module exposes `TOPIC`, `measure(quick) -> list[record]` and
+`plot(data, out_dir) -> list[Path]`.
+"""
+
+from __future__ import annotations
+
+from . import vector_add
+
+TOPICS = {m.TOPIC: m for m in (vector_add,)}

@@ -1,0 +1,160 @@
+"""Topic `vector_add`: bandwidth of out = a + b from 2^16 to 2^28 elements,
+as a fraction of the device-to-device copy ceiling measured in the same run.
+
+Bytes counted: 12 per element (read a and b, write out). Kernels are timed
+as bare launches (grid fixed beforehand), with enough argument sets rotated
+that the working set exceeds three times the L2 cache.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .. import results
+
+TOPIC = "vector_add"
+SIZES = [1 << p for p in range(16, 29)]
+QUICK_SIZES = [1 << 16, 1 << 20, 1 << 24, 1 << 28]
+THREADS = 256
+
+
+def _launchers(n: int):
+    """(impl, variant) -> a function launching that kernel on (a, b, out)."""
+    import cupy as cp
+    from numba import cuda
+
+    from .. import vector_add as va
+
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    full = (n + THREADS - 1) // THREADS
+    gs = min(full, va.grid_stride_blocks(THREADS, sms))
+    n64 = np.int64(n)
+    k_guard, k_gs = va.cupy_kernel("guard"), va.cupy_kernel("grid_stride")
+    nb_guard = va.vector_add_kernel[full, THREADS]
+    nb_gs = va.vector_add_grid_stride_kernel[gs, THREADS]
+    return {
+        ("cupy", "guard"): lambda a, b, o, na, nb_, no: k_guard((full,), (THREADS,), (a, b, o, n64)),
+        ("cupy", "grid_stride"): lambda a, b, o, na, nb_, no: k_gs((gs,), (THREADS,), (a, b, o, n64)),
+        ("numba", "guard"): lambda a, b, o, na, nb_, no: nb_guard(na, nb_, no, n),
+        ("numba", "grid_stride"): lambda a, b, o, na, nb_, no: nb_gs(na, nb_, no, n),
+    }
+
+
+def measure(quick: bool = False) -> list[dict]:
+    import cupy as cp
+    from numba import cuda
+
+    from .. import harness
+
+    ceiling = harness.copy_ceiling(1 << 30)
+    ceil_id = results.record_id(TOPIC, "cuda_memcpy", "ceiling", [ceiling["nbytes"] // 4], "float32")
+    if not ceiling["exact"]:
+        raise RuntimeError("the device-to-device copy did not reproduce its source")
+    records = [{
+        "id": ceil_id, "topic": TOPIC, "impl": "cuda_memcpy", "variant": "ceiling",
+        "shape": [ceiling["nbytes"] // 4], "dtype": "float32", "ms": ceiling["ms"],
+        "gbps": ceiling["gbps"], "ref": ceil_id, "ratio": 1.0,
+        "rel_err": 0.0, "bytes": 2 * ceiling["nbytes"],
+    }]
+    sizes = QUICK_SIZES if quick else SIZES
+    rng = cp.random.default_rng(0)
+    for n in sizes:
+        sets = []
+        for _ in range(harness.rotation(12 * n)):
+            a = rng.standard_normal(n, dtype=cp.float32)
+            b = rng.standard_normal(n, dtype=cp.float32)
+            o = cp.empty_like(a)
+            # Numba views of the same memory, made once (each conversion syncs).
+            sets.append((a, b, o, cuda.as_cuda_array(a), cuda.as_cuda_array(b), cuda.as_cuda_array(o)))
+        a0, b0, o0 = sets[0][:3]
+        ref = a0.astype(cp.float64) + b0.astype(cp.float64)
+        for (impl, variant), launch in _launchers(n).items():
+            o0.fill(cp.nan)  # poison: an unwritten element makes rel_err NaN
+            launch(*sets[0])
+            err = harness.rel_err(o0, ref)
+            if not err <= 1e-6:  # also catches NaN
+                raise RuntimeError(f"{impl} {variant} n={n}: rel_err {err}")
+            t = harness.time_gpu(launch, sets)
+            gbps = 12 * n / (t["ms"] * 1e-3) / 1e9
+            rec = {
+                "id": results.record_id(TOPIC, impl, variant, [n], "float32"),
+                "topic": TOPIC, "impl": impl, "variant": variant, "shape": [n],
+                "dtype": "float32", "ms": t["ms"], "ms_min": t["ms_min"], "gbps": gbps,
+                "ref": ceil_id, "ratio": gbps / ceiling["gbps"], "rel_err": err,
+                "bytes": 12 * n, "threads": THREADS,
+            }
+            if n == sizes[-1]:
+                e = harness.measure_energy(launch, sets)
+                rec.update(energy_j_per_call=e["j_per_call"], avg_power_w=e["avg_power_w"],
+                           energy_pj_per_byte=e["j_per_call"] / (12 * n) * 1e12,
+                           energy_seconds=e["seconds"])
+            records.append(rec)
+        # The same copy engine path at this size: how small sizes fare for a copy.
+        rt = cp.cuda.runtime
+        stream = cp.cuda.get_current_stream().ptr
+
+        def copy(a, b, o, *_):
+            rt.memcpyAsync(o.data.ptr, a.data.ptr, a.nbytes, rt.memcpyDeviceToDevice, stream)
+
+        copy(*sets[0])
+        if not bool(cp.array_equal(o0, a0)):
+            raise RuntimeError(f"memcpy n={n} did not reproduce its source")
+        err = 0.0
+        t = harness.time_gpu(copy, sets)
+        gbps = 8 * n / (t["ms"] * 1e-3) / 1e9
+        records.append({
+            "id": results.record_id(TOPIC, "cuda_memcpy", "same_size", [n], "float32"),
+            "topic": TOPIC, "impl": "cuda_memcpy", "variant": "same_size", "shape": [n],
+            "dtype": "float32", "ms": t["ms"], "ms_min": t["ms_min"], "gbps": gbps,
+            "ref": ceil_id, "ratio": gbps / ceiling["gbps"], "rel_err": err, "bytes": 8 * n,
+        })
+        del sets
+        cp.get_default_memory_pool().free_all_blocks()
+    return records
+
+
+def plot(data: dict, out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "gpu-handbook"  # stable SVG ids between runs
+    rows = results.select(data, TOPIC)
+    env = data["topics"][TOPIC]["env"]
+    ceiling = next(r for r in rows if r["variant"] == "ceiling")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    styles = {("cupy", "guard"): "o-", ("cupy", "grid_stride"): "s-",
+              ("numba", "guard"): "o--", ("numba", "grid_stride"): "s--",
+              ("cuda_memcpy", "same_size"): "k:"}
+    for (impl, variant), style in styles.items():
+        pts = sorted((r["shape"][0], r["ratio"]) for r in rows
+                     if r["impl"] == impl and r["variant"] == variant)
+        if pts:
+            xs, ys = zip(*pts)
+            ax.plot(xs, ys, style, label=f"{impl} {variant}", markersize=4)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("elements n (float32; 12 bytes moved per element)")
+    ax.set_ylabel(f"fraction of copy ceiling ({ceiling['gbps']:.0f} GB/s)")
+    ax.set_ylim(0, 1.1)
+    ax.set_title(f"vector add bandwidth, {env['gpu']}, {env['date'][:10]}", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    path = Path(out_dir) / f"{TOPIC}-{env['gpu_slug']}.svg"
+    fig.savefig(path, metadata={"Date": None})
+    plt.close(fig)
+    return [path]
+
+
+def summary(data: dict) -> list[str]:
+    rows = results.select(data, TOPIC)
+    out = [f"{'impl':12} {'variant':12} {'n':>10} {'ms':>9} {'GB/s':>8} {'ratio':>6} {'rel_err':>8}"]
+    for r in rows:
+        if r["shape"][0] in (1 << 16, 1 << 20, 1 << 24, 1 << 28):
+            out.append(f"{r['impl']:12} {r['variant']:12} {r['shape'][0]:>10} {r['ms']:9.4f} "
+                       f"{r['gbps']:8.0f} {r['ratio']:6.3f} {r['rel_err']:8.1e}")
+    return out

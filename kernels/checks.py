@@ -1,0 +1,80 @@
+"""Argument checks shared by every launch wrapper.
+
+Each check raises TypeError (wrong kind of object or dtype) or ValueError
+(wrong shape, layout or size) and names the argument and what was expected,
+so a wrong call fails before anything reaches the GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _kind(x) -> str:
+    t = type(x)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def require_cupy_array(name: str, x):
+    """x must be a cupy.ndarray (device memory), not a host array."""
+    import cupy as cp
+
+    if not isinstance(x, cp.ndarray):
+        hint = " (a host array: move it with cupy.asarray)" if isinstance(x, np.ndarray) else ""
+        raise TypeError(f"{name} must be a cupy.ndarray on the GPU, got {_kind(x)}{hint}")
+    return x
+
+
+def _is_numba_device_array(x) -> bool:
+    from numba import cuda
+
+    if hasattr(cuda, "is_cuda_array"):  # the hardware target
+        return cuda.is_cuda_array(x)
+    # Numba's CUDA simulator: device arrays are FakeCUDAArray wrappers
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    return isinstance(x, FakeCUDAArray)
+
+
+def require_numba_array(name: str, x):
+    """x must be a Numba device array (or any __cuda_array_interface__ object)."""
+    if isinstance(x, np.ndarray) or not _is_numba_device_array(x):
+        hint = " (a host array: move it with numba.cuda.to_device)" if isinstance(x, np.ndarray) else ""
+        raise TypeError(f"{name} must be a CUDA device array, got {_kind(x)}{hint}")
+    return x
+
+
+def require_dtype(name: str, x, dtype) -> None:
+    if np.dtype(x.dtype) != np.dtype(dtype):
+        raise TypeError(f"{name} must have dtype {np.dtype(dtype)}, got {np.dtype(x.dtype)}")
+
+
+def require_ndim(name: str, x, ndim: int) -> None:
+    if len(x.shape) != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(x.shape)}")
+
+
+def require_contiguous(name: str, x) -> None:
+    """C-contiguous: the kernels index memory as one dense row-major block."""
+    flags = getattr(x, "flags", None)
+    if flags is not None:
+        ok = bool(flags["C_CONTIGUOUS"])
+    else:  # Numba device arrays
+        ok = bool(x.is_c_contiguous())
+    if not ok:
+        raise ValueError(f"{name} must be C-contiguous, got strides {tuple(x.strides)}")
+
+
+def require_same_shape(name: str, x, like_name: str, like) -> None:
+    if tuple(x.shape) != tuple(like.shape):
+        raise ValueError(
+            f"{name} must have the shape of {like_name} {tuple(like.shape)}, got {tuple(x.shape)}"
+        )
+
+
+def require_block_size(name: str, threads: int) -> None:
+    """A block holds at most 1024 threads; use whole warps of 32."""
+    if not isinstance(threads, (int, np.integer)) or isinstance(threads, bool):
+        raise TypeError(f"{name} must be an int, got {_kind(threads)}")
+    if not 32 <= threads <= 1024 or threads % 32:
+        raise ValueError(f"{name} must be a multiple of 32 between 32 and 1024, got {threads}")

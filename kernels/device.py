@@ -1,0 +1,56 @@
+"""Is there a CUDA GPU here, and which target should Numba use?
+
+The check asks the CUDA driver directly (through ctypes), so it needs
+neither CuPy nor Numba and never initialises either of them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import sys
+
+
+@functools.cache
+def has_gpu() -> bool:
+    """True when the CUDA driver loads and reports at least one device.
+
+    Set HANDBOOK_FORCE_CPU=1 to behave as if there were none (used by the
+    tests to check the CPU path on a GPU machine).
+    """
+    if os.environ.get("HANDBOOK_FORCE_CPU") == "1":
+        return False
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    if libcuda.cuInit(0) != 0:
+        return False
+    count = ctypes.c_int(0)
+    if libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return False
+    return count.value > 0
+
+
+def select_numba_target() -> None:
+    """Turn on Numba's CUDA simulator when there is no GPU.
+
+    Numba reads NUMBA_ENABLE_CUDASIM when it is first imported, so this must
+    run before `numba` is imported; an explicit setting is always respected.
+    """
+    if "NUMBA_ENABLE_CUDASIM" in os.environ:
+        return
+    if has_gpu():
+        return
+    if "numba" in sys.modules:
+        raise RuntimeError(
+            "numba was imported before kernels and no CUDA GPU is present: "
+            "import kernels first, or set NUMBA_ENABLE_CUDASIM=1"
+        )
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+
+
+def numba_simulator() -> bool:
+    """True when Numba's CUDA target is the simulator."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"

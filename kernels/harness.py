@@ -1,0 +1,242 @@
+"""The measuring harness every chapter uses (GPU only; imports CuPy lazily).
+
+- `time_gpu`: CUDA events around batches of calls, after a warm-up; the
+  median over many samples. Rotate among several argument sets so that the
+  working set is larger than the L2 cache (60 MiB on an H200).
+- `measure_energy`: NVML's total-energy counter (millijoules since the
+  driver loaded) read before and after a loop of at least two seconds; the
+  counter only moves every 20-100 ms, so shorter loops are mostly noise.
+  This is board energy: it includes the idle power of the whole card.
+- `copy_ceiling`, `sgemm_ceiling`: the device's own ceilings, measured in
+  the same run as the kernels compared with them.
+- `env_stamp`: what the numbers were measured on.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata as _md
+import math
+import os
+import platform
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cp():
+    import cupy as cp
+
+    return cp
+
+
+def l2_bytes() -> int:
+    return int(_cp().cuda.Device().attributes["L2CacheSize"])
+
+
+def rotation(set_bytes: int, factor: float = 3.0, most: int = 256) -> int:
+    """How many argument sets to rotate among so that together they exceed
+    `factor` times the L2 cache: each call then reads memory, not L2."""
+    return max(1, min(most, math.ceil(factor * l2_bytes() / max(1, set_bytes))))
+
+
+def time_gpu(fn: Callable, arg_sets: Sequence[tuple] = ((),), *, warmup: int = 5,
+             samples: int = 30, min_sample_ms: float = 1.0) -> dict:
+    """Median time of one call of fn(*args), in milliseconds.
+
+    Each sample is a batch of calls between two CUDA events, the batch long
+    enough (>= min_sample_ms) for the event resolution (~0.5 us) not to
+    matter; calls cycle through arg_sets. Launch overhead on the host is
+    part of the time when the host cannot keep ahead of the GPU (tiny
+    kernels): that is the real cost of such a call.
+    """
+    cp = _cp()
+    k = 0
+
+    def run(count: int) -> None:
+        nonlocal k
+        for _ in range(count):
+            fn(*arg_sets[k % len(arg_sets)])
+            k += 1
+
+    run(warmup)
+    cp.cuda.Device().synchronize()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    # Size the batch from one timed trial.
+    start.record()
+    run(1)
+    end.record()
+    end.synchronize()
+    one = max(cp.cuda.get_elapsed_time(start, end), 1e-4)
+    batch = max(1, min(10_000, math.ceil(min_sample_ms / one)))
+    times = []
+    for _ in range(samples):
+        start.record()
+        run(batch)
+        end.record()
+        end.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, end) / batch)
+    times.sort()
+    return {
+        "ms": statistics.median(times),
+        "ms_min": times[0],
+        "ms_p90": times[int(0.9 * (len(times) - 1))],
+        "samples": samples,
+        "batch": batch,
+    }
+
+
+def _nvml_handle():
+    import pynvml  # provided by the nvidia-ml-py package
+
+    pynvml.nvmlInit()
+    cp = _cp()
+    bus_id = cp.cuda.Device().pci_bus_id
+    return pynvml, pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
+
+
+def measure_energy(fn: Callable, arg_sets: Sequence[tuple] = ((),), *,
+                   min_seconds: float = 2.0) -> dict:
+    """Board energy of one call of fn(*args), from NVML, over >= min_seconds."""
+    cp = _cp()
+    pynvml, handle = _nvml_handle()
+    k = 0
+    calls = 0
+    dev = cp.cuda.Device()
+    for args in arg_sets[:2]:  # warm-up
+        fn(*args)
+    dev.synchronize()
+    e0 = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)  # mJ
+    t0 = time.perf_counter()
+    batch = 1
+    while True:
+        for _ in range(batch):
+            fn(*arg_sets[k % len(arg_sets)])
+            k += 1
+        calls += batch
+        dev.synchronize()
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_seconds:
+            break
+        batch = min(batch * 2, 1 << 16)
+    e1 = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+    joules = (e1 - e0) / 1000.0
+    return {
+        "energy_j": joules,
+        "seconds": elapsed,
+        "calls": calls,
+        "j_per_call": joules / calls,
+        "avg_power_w": joules / elapsed,
+    }
+
+
+def idle_power_w(seconds: float = 1.0) -> float:
+    """Board power with nothing launched, from the same energy counter."""
+    pynvml, handle = _nvml_handle()
+    _cp().cuda.Device().synchronize()
+    e0 = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    e1 = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+    return (e1 - e0) / 1000.0 / (time.perf_counter() - t0)
+
+
+def copy_ceiling(nbytes: int = 1 << 30) -> dict:
+    """Device-to-device copy (cudaMemcpyAsync) of nbytes; bandwidth counts
+    bytes read plus bytes written, 2 * nbytes."""
+    cp = _cp()
+    src = cp.random.random(nbytes // 4, dtype=cp.float32)
+    dst = cp.empty_like(src)
+    rt = cp.cuda.runtime
+    stream = cp.cuda.get_current_stream().ptr
+
+    def copy():
+        rt.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, rt.memcpyDeviceToDevice, stream)
+
+    t = time_gpu(copy, ((),) * 1, warmup=3, samples=20)
+    exact = bool(cp.array_equal(dst, src))
+    t.update(gbps=2 * src.nbytes / (t["ms"] * 1e-3) / 1e9, nbytes=src.nbytes, exact=exact)
+    return t
+
+
+def sgemm_ceiling(n: int = 4096) -> dict:
+    """cuBLAS SGEMM through cupy.matmul, FP32 with TF32 off: 2*n^3 / t."""
+    cp = _cp()
+    if os.environ.get("CUPY_TF32", "0") != "0":
+        raise RuntimeError("CUPY_TF32 is set: the FP32 ceiling must be measured with TF32 off")
+    a = cp.random.random((n, n), dtype=cp.float32)
+    b = cp.random.random((n, n), dtype=cp.float32)
+    c = cp.empty((n, n), dtype=cp.float32)
+    t = time_gpu(lambda: cp.matmul(a, b, out=c), warmup=3, samples=20)
+    t.update(tflops=2 * n**3 / (t["ms"] * 1e-3) / 1e12, n=n)
+    return t
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return _md.version(dist)
+    except _md.PackageNotFoundError:
+        return None
+
+
+def git_commit() -> str:
+    """HEAD of the checkout, or HANDBOOK_COMMIT where the tree has no .git."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=10)
+        if out.returncode == 0:
+            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                   cwd=ROOT, capture_output=True, text=True, timeout=10).stdout
+            return out.stdout.strip() + ("+dirty" if dirty.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return os.environ.get("HANDBOOK_COMMIT", "unknown")
+
+
+def env_stamp() -> dict:
+    """GPU, driver, CUDA and library versions, date and commit of a run."""
+    cp = _cp()
+    dev = cp.cuda.Device()
+    props = cp.cuda.runtime.getDeviceProperties(dev.id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    pynvml, handle = _nvml_handle()
+    driver = pynvml.nvmlSystemGetDriverVersion()
+    if isinstance(driver, bytes):
+        driver = driver.decode()
+
+    def cuda_version(v: int) -> str:
+        return f"{v // 1000}.{(v % 1000) // 10}"
+
+    return {
+        "gpu": name,
+        "gpu_slug": name.lower().replace(" ", "-"),
+        "compute_capability": f"{props['major']}.{props['minor']}",
+        "sm_count": int(props["multiProcessorCount"]),
+        "l2_bytes": int(props["l2CacheSize"]),
+        "driver": driver,
+        "cuda_runtime": cuda_version(cp.cuda.runtime.runtimeGetVersion()),
+        "cuda_driver": cuda_version(cp.cuda.runtime.driverGetVersion()),
+        "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
+        "cupy": cp.__version__,
+        "numba": _version("numba"),
+        "numba_cuda": _version("numba-cuda"),
+        "numpy": _version("numpy"),
+        "python": platform.python_version(),
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "commit": git_commit(),
+    }
+
+
+def rel_err(out, ref) -> float:
+    """||out - ref|| / ||ref|| in float64 (NaN anywhere gives NaN)."""
+    cp = _cp()
+    xp = cp.get_array_module(out)
+    o = xp.asarray(out, dtype=xp.float64)
+    r = xp.asarray(ref, dtype=xp.float64)
+    den = float(xp.linalg.norm(r))
+    num = float(xp.linalg.norm(o - r))
+    return num / den if den else num

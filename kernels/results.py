@@ -1,0 +1,171 @@
+"""The results file, docs/assets/results/<gpu>.json: read, merge, check, render.
+
+Layout:
+    {"schema": 1,
+     "env": {...stamp of the latest run...},
+     "topics": {"vector_add": {"env": {...stamp of the run that measured it...}}},
+     "records": [{"id", "topic", "impl", "variant", "shape", "dtype", "ms",
+                  "gbps" or "tflops", "ref", "ratio", "rel_err", ...}, ...]}
+
+A run replaces the records of the topics it measured and keeps the rest.
+Pages render tables from this file (docs/hooks/results.py calls
+`render_table` and `render_stamp`); nothing on a page is typed by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = ROOT / "docs" / "assets" / "results"
+SCHEMA = 1
+REQUIRED = ("id", "topic", "impl", "variant", "shape", "dtype", "ms", "ref", "ratio", "rel_err")
+ENV_REQUIRED = ("gpu", "compute_capability", "driver", "cuda_runtime", "cupy", "numba",
+                "numba_cuda", "date", "commit")
+
+
+def record_id(topic: str, impl: str, variant: str, shape, dtype: str) -> str:
+    return f"{topic}/{impl}/{variant}/{'x'.join(str(s) for s in shape)}/{dtype}"
+
+
+def results_path(gpu_slug: str) -> Path:
+    return RESULTS_DIR / f"{gpu_slug}.json"
+
+
+def load(path: Path) -> dict:
+    if not Path(path).exists():
+        return {"schema": SCHEMA, "env": {}, "topics": {}, "records": []}
+    return json.loads(Path(path).read_text())
+
+
+def merge(old: dict, env: dict, records: list[dict]) -> dict:
+    """Replace the topics present in `records`; keep every other topic."""
+    topics = {r["topic"] for r in records}
+    kept = [r for r in old.get("records", []) if r["topic"] not in topics]
+    topic_env = dict(old.get("topics", {}))
+    for t in topics:
+        topic_env[t] = {"env": env}
+    merged = sorted(kept + list(records), key=lambda r: (r["topic"], r["id"]))
+    return {"schema": SCHEMA, "env": env, "topics": dict(sorted(topic_env.items())),
+            "records": merged}
+
+
+def save(path: Path, data: dict) -> None:
+    problems = validate(data)
+    if problems:
+        raise ValueError("results file would be invalid:\n  " + "\n  ".join(problems))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+
+def validate(data: dict) -> list[str]:
+    """Everything wrong with a results file (empty list: valid)."""
+    problems = []
+    for key in ENV_REQUIRED:
+        if not data.get("env", {}).get(key):
+            problems.append(f"env lacks {key}")
+    ids = {}
+    for r in data.get("records", []):
+        rid = r.get("id", "?")
+        for key in REQUIRED:
+            if key not in r:
+                problems.append(f"{rid}: lacks {key}")
+        if not ("gbps" in r or "tflops" in r):
+            problems.append(f"{rid}: has neither gbps nor tflops")
+        if not isinstance(r.get("shape"), list) or not all(isinstance(s, int) for s in r.get("shape", [])):
+            problems.append(f"{rid}: shape must be a list of ints")
+        if r.get("topic") not in data.get("topics", {}):
+            problems.append(f"{rid}: topic {r.get('topic')!r} has no env stamp")
+        if rid in ids:
+            problems.append(f"{rid}: duplicate id")
+        ids[rid] = r
+    for r in data.get("records", []):
+        ref = ids.get(r.get("ref"))
+        if ref is None:
+            problems.append(f"{r.get('id')}: ref {r.get('ref')!r} is not a record")
+            continue
+        if ref["topic"] != r["topic"]:
+            problems.append(f"{r['id']}: ref is from another topic (another run)")
+        unit = "gbps" if "gbps" in r else "tflops"
+        if unit in ref and ref[unit] and r.get("ratio") is not None:
+            want = r[unit] / ref[unit]
+            if not math.isclose(want, r["ratio"], rel_tol=1e-6):
+                problems.append(f"{r['id']}: ratio {r['ratio']} != {unit}/{unit} of ref = {want}")
+    return problems
+
+
+# ------------------------------------------------------------- rendering --
+
+HEADERS = {
+    "zh": {"impl": "实现", "variant": "变体", "shape": "规模", "n": "元素数", "dtype": "类型",
+           "ms": "时间 (ms)", "gbps": "带宽 (GB/s)", "tflops": "TFLOP/s", "ratio": "相对参考",
+           "ref": "参考", "rel_err": "相对误差", "energy_j_per_gflop": "能耗 (J/GFLOP)",
+           "energy_pj_per_byte": "能耗 (pJ/B)", "avg_power_w": "平均功率 (W)"},
+    "en": {"impl": "impl", "variant": "variant", "shape": "shape", "n": "elements", "dtype": "dtype",
+           "ms": "time (ms)", "gbps": "bandwidth (GB/s)", "tflops": "TFLOP/s", "ratio": "ratio to ref",
+           "ref": "reference", "rel_err": "rel. error", "energy_j_per_gflop": "energy (J/GFLOP)",
+           "energy_pj_per_byte": "energy (pJ/B)", "avg_power_w": "avg. power (W)"},
+}
+
+
+def _fmt(key: str, value) -> str:
+    if value is None:
+        return "—"
+    if key == "shape":
+        return "×".join(str(s) for s in value)
+    if key == "n":
+        n = int(value)
+        return f"2^{n.bit_length() - 1}" if n & (n - 1) == 0 else f"{n:,}"
+    if key == "ref":
+        return str(value).split("/")[1] + " " + str(value).split("/")[2]
+    if isinstance(value, float):
+        if key == "rel_err":
+            return f"{value:.1e}"
+        if key == "ratio":
+            return f"{value:.2f}"
+        if key == "ms":
+            return f"{value:.4g}"
+        return f"{value:,.1f}" if value >= 100 else f"{value:.3g}"
+    return f"`{value}`" if key in ("impl", "variant") else str(value)
+
+
+def select(data: dict, topic: str, where: dict | None = None) -> list[dict]:
+    rows = [r for r in data.get("records", []) if r["topic"] == topic]
+    for key, want in (where or {}).items():
+        rows = [r for r in rows if str(_value(r, key)) in want.split("|")]
+    return rows
+
+
+def _value(r: dict, key: str):
+    if key == "n":
+        return r["shape"][0]
+    return r.get(key)
+
+
+def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
+                 where: dict | None = None) -> str:
+    rows = select(data, topic, where)
+    if not rows:
+        return ""
+    head = HEADERS[lang]
+    lines = ["| " + " | ".join(head.get(c, c) for c in columns) + " |",
+             "|" + "|".join("---:" if c not in ("impl", "variant", "ref") else "---" for c in columns) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(_fmt(c, _value(r, c)) for c in columns) + " |")
+    return "\n".join(lines)
+
+
+def render_stamp(data: dict, topic: str, lang: str = "zh") -> str:
+    env = data.get("topics", {}).get(topic, {}).get("env")
+    if not env:
+        return ""
+    commit = str(env.get("commit", ""))[:10]
+    if lang == "zh":
+        return (f"测量环境：{env['gpu']}（计算能力 {env['compute_capability']}），驱动 {env['driver']}，"
+                f"CUDA {env['cuda_runtime']}，CuPy {env['cupy']}，Numba {env['numba']}，"
+                f"numba-cuda {env['numba_cuda']}；日期 {env['date'][:10]}，提交 `{commit}`。")
+    return (f"Measured on {env['gpu']} (compute capability {env['compute_capability']}), driver "
+            f"{env['driver']}, CUDA {env['cuda_runtime']}, CuPy {env['cupy']}, Numba {env['numba']}, "
+            f"numba-cuda {env['numba_cuda']}; date {env['date'][:10]}, commit `{commit}`.")

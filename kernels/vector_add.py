@@ -1,0 +1,146 @@
+"""Vector add, out = a + b (float32), in CuPy (CUDA C) and in Numba.
+
+Two variants of each, the ladder of the first chapter:
+- `guard`: one thread per element and a bounds guard (the classic vecAdd);
+- `grid_stride`: a grid sized to the GPU, each thread looping with the
+  grid's stride, so any n fits any grid.
+
+The wrappers check their arguments (device arrays, float32, 1-D,
+C-contiguous, matching shapes) before anything is launched.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from . import checks
+from .device import numba_simulator
+
+CUDA_SOURCE = Path(__file__).with_name("cuda") / "vector_add.cu"
+VARIANTS = ("guard", "grid_stride")
+_CUDA_NAMES = {"guard": "vector_add", "grid_stride": "vector_add_grid_stride"}
+
+
+# ---------------------------------------------------------------- CuPy --
+
+@functools.cache
+def _cupy_module():
+    import cupy as cp
+
+    return cp.RawModule(code=CUDA_SOURCE.read_text(), options=("--std=c++17",))
+
+
+def cupy_kernel(variant: str = "guard"):
+    """The compiled RawKernel of one variant (for launching by hand)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    return _cupy_module().get_function(_CUDA_NAMES[variant])
+
+
+def grid_stride_blocks(threads: int, sm_count: int) -> int:
+    """Enough resident blocks to fill every SM (2048 threads per SM on sm_80/90)."""
+    return sm_count * max(1, 2048 // threads)
+
+
+# --8<-- [start:cupy_wrapper]
+def vector_add_cupy(a, b, out=None, *, threads: int = 256, variant: str = "guard"):
+    """out = a + b on the GPU with the CUDA C kernel; returns out."""
+    import cupy as cp
+
+    # 1. check the arguments: device arrays, dtype, rank, layout, shape
+    for name, x in (("a", a), ("b", b)):
+        checks.require_cupy_array(name, x)
+        checks.require_dtype(name, x, np.float32)
+        checks.require_ndim(name, x, 1)
+        checks.require_contiguous(name, x)
+    checks.require_same_shape("b", b, "a", a)
+    checks.require_block_size("threads", threads)
+    kernel = cupy_kernel(variant)
+    n = a.size
+    # 2. allocate (or check) the output
+    if out is None:
+        out = cp.empty_like(a)
+    else:
+        checks.require_cupy_array("out", out)
+        checks.require_dtype("out", out, np.float32)
+        checks.require_contiguous("out", out)
+        checks.require_same_shape("out", out, "a", a)
+    if n == 0:
+        return out
+    # 3. the grid: round up to whole blocks, or fill the GPU once
+    if variant == "guard":
+        blocks = (n + threads - 1) // threads
+    else:
+        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        blocks = min((n + threads - 1) // threads, grid_stride_blocks(threads, sms))
+    # 4. launch: grid, block, arguments (scalars with an explicit C type)
+    kernel((blocks,), (threads,), (a, b, out, np.int64(n)))
+    return out
+# --8<-- [end:cupy_wrapper]
+
+
+# --------------------------------------------------------------- Numba --
+
+# --8<-- [start:numba_import]
+from numba import cuda
+# --8<-- [end:numba_import]
+
+
+# --8<-- [start:numba_kernel]
+@cuda.jit
+def vector_add_kernel(a, b, out, n):
+    i = cuda.grid(1)  # blockIdx.x * blockDim.x + threadIdx.x
+    if i < n:         # bounds guard: the last block runs past n
+        out[i] = a[i] + b[i]
+# --8<-- [end:numba_kernel]
+
+
+# --8<-- [start:numba_grid_stride]
+@cuda.jit
+def vector_add_grid_stride_kernel(a, b, out, n):
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)  # gridDim.x * blockDim.x
+    for i in range(start, n, stride):
+        out[i] = a[i] + b[i]
+# --8<-- [end:numba_grid_stride]
+
+
+def numba_grid_stride_blocks(threads: int) -> int:
+    """Blocks for the grid-stride variant: fill the GPU, or 2 in the simulator
+    (which runs every thread as a Python thread)."""
+    if numba_simulator():
+        return 2
+    return grid_stride_blocks(threads, cuda.get_current_device().MULTIPROCESSOR_COUNT)
+
+
+def vector_add_numba(a, b, out=None, *, threads: int = 256, variant: str = "guard"):
+    """out = a + b on the GPU with the Numba kernel; returns out."""
+    for name, x in (("a", a), ("b", b)):
+        checks.require_numba_array(name, x)
+        checks.require_dtype(name, x, np.float32)
+        checks.require_ndim(name, x, 1)
+        checks.require_contiguous(name, x)
+    checks.require_same_shape("b", b, "a", a)
+    checks.require_block_size("threads", threads)
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    n = a.shape[0]
+    if out is None:
+        out = cuda.device_array(n, dtype=np.float32)
+    else:
+        checks.require_numba_array("out", out)
+        checks.require_dtype("out", out, np.float32)
+        checks.require_contiguous("out", out)
+        checks.require_same_shape("out", out, "a", a)
+    if n == 0:
+        return out
+    if variant == "guard":
+        blocks = (n + threads - 1) // threads
+        vector_add_kernel[blocks, threads](a, b, out, n)
+    else:
+        blocks = min((n + threads - 1) // threads, numba_grid_stride_blocks(threads))
+        vector_add_grid_stride_kernel[blocks, threads](a, b, out, n)
+    return out

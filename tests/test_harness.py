@@ -1,0 +1,78 @@
+"""The measuring harness (kernels/harness.py) and `make bench`."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernels import results
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SPIN = r"""
+extern "C" __global__ void spin(long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < (unsigned long long)ns);
+}
+"""
+
+
+def test_bench_without_gpu_says_so_and_fails():
+    env = dict(os.environ, HANDBOOK_FORCE_CPU="1")
+    proc = subprocess.run([sys.executable, "-m", "kernels.bench"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "needs a CUDA GPU" in proc.stderr
+
+
+@pytest.mark.gpu
+def test_time_gpu_measures_a_known_duration():
+    import cupy as cp
+    import numpy as np
+
+    from kernels import harness
+
+    spin = cp.RawKernel(SPIN, "spin")
+    t = harness.time_gpu(lambda: spin((1,), (1,), (np.int64(1_000_000),)), samples=10)
+    assert 0.95 <= t["ms"] <= 1.3, t  # a 1 ms spin, plus launch gaps
+
+
+@pytest.mark.gpu
+def test_energy_counter_loop_runs_two_seconds():
+    import cupy as cp
+    import numpy as np
+
+    from kernels import harness
+
+    spin = cp.RawKernel(SPIN, "spin")
+    e = harness.measure_energy(lambda: spin((132,), (32,), (np.int64(200_000),)), min_seconds=2.0)
+    assert e["seconds"] >= 2.0 and e["calls"] > 1000
+    assert e["energy_j"] > 0 and 20 < e["avg_power_w"] < 2000, e
+
+
+@pytest.mark.gpu
+def test_env_stamp_and_ceilings():
+    from kernels import harness
+
+    env = harness.env_stamp()
+    for key in results.ENV_REQUIRED:
+        assert env.get(key), key
+    c = harness.copy_ceiling(1 << 28)
+    assert c["exact"] and c["gbps"] > 100
+    g = harness.sgemm_ceiling(1024)
+    assert g["tflops"] > 1
+
+
+@pytest.mark.gpu
+def test_quick_bench_writes_a_valid_file(tmp_path):
+    out = tmp_path / "gpu.json"
+    proc = subprocess.run([sys.executable, "-m", "kernels.bench", "--quick", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = results.load(out)
+    assert results.validate(data) == []
+    assert {r["topic"] for r in data["records"]} == {"vector_add"}
+    assert list(tmp_path.glob("vector_add-*.svg"))

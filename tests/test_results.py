@@ -1,0 +1,104 @@
+"""The results file: its schema, merging by topic, and rendering into pages."""
+
+import copy
+import math
+
+import pytest
+
+from kernels import results
+
+ENV = {"gpu": "NVIDIA H200", "gpu_slug": "nvidia-h200", "compute_capability": "9.0",
+       "driver": "580.0", "cuda_runtime": "13.0", "cupy": "14.2.0", "numba": "0.68.1",
+       "numba_cuda": "0.30.4", "date": "2026-11-30T00:00:00Z", "commit": "abc"}
+
+
+def rec(topic, impl, variant, n, gbps, ref_gbps):
+    ref = results.record_id(topic, "cuda_memcpy", "ceiling", [1 << 28], "float32")
+    return {"id": results.record_id(topic, impl, variant, [n], "float32"), "topic": topic,
+            "impl": impl, "variant": variant, "shape": [n], "dtype": "float32",
+            "ms": 12 * n / gbps / 1e6, "gbps": gbps, "ref": ref, "ratio": gbps / ref_gbps,
+            "rel_err": 1e-8}
+
+
+def ceiling(topic, gbps):
+    r = rec(topic, "cuda_memcpy", "ceiling", 1 << 28, gbps, gbps)
+    return r
+
+
+def run(topic, gbps=3000.0, env=ENV):
+    return env, [ceiling(topic, 4000.0), rec(topic, "cupy", "guard", 1024, gbps, 4000.0)]
+
+
+def test_merge_replaces_only_the_measured_topics():
+    data = results.merge(results.load("/nonexistent.json"), *run("vector_add"))
+    data = results.merge(data, *run("transpose"))
+    env2 = dict(ENV, date="2026-12-01T00:00:00Z")
+    data = results.merge(data, *run("vector_add", gbps=3500.0, env=env2))
+    assert results.validate(data) == []
+    va = results.select(data, "vector_add")
+    assert len(va) == 2 and any(r["gbps"] == 3500.0 for r in va)
+    assert len(results.select(data, "transpose")) == 2
+    assert data["topics"]["vector_add"]["env"]["date"].startswith("2026-12-01")
+    assert data["topics"]["transpose"]["env"]["date"].startswith("2026-11-30")
+
+
+@pytest.mark.parametrize("breakage", ["no_env", "no_ms", "bad_ref", "bad_ratio", "no_unit", "shape", "dup"])
+def test_validate_catches(breakage):
+    data = results.merge(results.load("/nonexistent.json"), *run("vector_add"))
+    assert results.validate(data) == []
+    bad = copy.deepcopy(data)
+    r = bad["records"][-1]
+    if breakage == "no_env":
+        del bad["env"]["driver"]
+    elif breakage == "no_ms":
+        del r["ms"]
+    elif breakage == "bad_ref":
+        r["ref"] = "vector_add/x/y/1/float32"
+    elif breakage == "bad_ratio":
+        r["ratio"] *= 1.5
+    elif breakage == "no_unit":
+        del r["gbps"]
+    elif breakage == "shape":
+        r["shape"] = "1024"
+    elif breakage == "dup":
+        bad["records"].append(dict(r))
+    assert results.validate(bad), breakage
+
+
+def test_render_table_and_stamp():
+    data = results.merge(results.load("/nonexistent.json"), *run("vector_add"))
+    t = results.render_table(data, "vector_add", ["impl", "variant", "n", "gbps", "ratio"], "en",
+                             where={"impl": "cupy"})
+    lines = t.splitlines()
+    assert len(lines) == 3 and "`cupy`" in lines[2] and "2^10" in lines[2] and "3,000.0" in lines[2]
+    assert "0.75" in lines[2]
+    zh = results.render_table(data, "vector_add", ["impl", "gbps"], "zh")
+    assert "带宽" in zh
+    assert "NVIDIA H200" in results.render_stamp(data, "vector_add", "en")
+    assert "驱动 580.0" in results.render_stamp(data, "vector_add", "zh")
+    assert results.render_table(data, "nothing", ["impl"], "en") == ""
+
+
+def test_committed_results_files_are_valid():
+    files = sorted(results.RESULTS_DIR.glob("*.json"))
+    for f in files:
+        data = results.load(f)
+        assert results.validate(data) == [], f.name
+        for r in data["records"]:
+            assert r["rel_err"] is not None and math.isfinite(r["rel_err"]) and r["rel_err"] < 1e-3, r["id"]
+            assert r["ms"] > 0
+    if not files:
+        pytest.skip("no results file committed yet (make bench on a GPU writes one)")
+
+
+def test_hook_renders_directives_and_missing_topics():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("results_hook", results.ROOT / "docs/hooks/results.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    md = "a\n<!-- results-table topic=no_such_topic columns=impl -->\nb\n"
+    out = hook.render(md, "x.en.md", "en", "no-such-gpu")
+    assert "Not measured yet" in out and "results-table" not in out
+    out = hook.render(md, "x.md", "zh", "no-such-gpu")
+    assert "尚未测量" in out

@@ -1,0 +1,127 @@
+"""The site builds with `mkdocs build --strict` and works as a reader needs.
+
+Runs where the site tooling is installed (the CPU side: `make test` installs
+it into .venv); on an interpreter without mkdocs these tests say so and skip.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import pages as P
+
+pytest.importorskip("mkdocs", reason="site tooling not installed (mkdocs builds run on the CPU side)")
+pytest.importorskip("material", reason="site tooling not installed (mkdocs builds run on the CPU side)")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    out = tmp_path_factory.mktemp("site")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
+                          cwd=P.ROOT, capture_output=True, text=True, timeout=900)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log
+    warnings = [ln for ln in log.splitlines() if "WARNING" in ln]
+    assert not warnings, "\n".join(warnings)
+    return out
+
+
+def html(site: Path, rel: str) -> str:
+    return (site / rel).read_text()
+
+
+def page_dirs():
+    out = []
+    for zh in (p for p in P.pages() if not p.name.endswith(".en.md")):
+        rel = zh.relative_to(P.DOCS).with_suffix("")
+        out.append("" if rel.name == "index" and rel.parent == Path(".") else f"{rel.as_posix()}/")
+    return out
+
+
+@pytest.mark.parametrize("rel", page_dirs())
+def test_every_page_is_built_in_both_languages(site, rel):
+    zh, en = html(site, f"{rel}index.html"), html(site, f"en/{rel}index.html")
+    assert '<html lang="zh"' in zh and '<html lang="en"' in en
+
+
+@pytest.mark.parametrize("rel", page_dirs())
+def test_language_switch_leads_to_the_same_page(site, rel):
+    zh, en = html(site, f"{rel}index.html"), html(site, f"en/{rel}index.html")
+    # the switcher's links are hreflang alternates of this very page
+    assert re.search(r'href="[^"]*/en/%s"[^>]*hreflang="en"' % re.escape(rel), zh), rel
+    assert re.search(r'href="[^"]*/%s"[^>]*hreflang="zh"' % re.escape(rel), en), rel
+
+
+@pytest.mark.parametrize("zh", [p for p in P.pages() if not p.name.endswith(".en.md")], ids=lambda p: p.name)
+def test_heading_anchors_are_the_same_in_both_languages(site, zh):
+    rel = zh.relative_to(P.DOCS).with_suffix("")
+    rel = "" if rel.as_posix() == "index" else rel.as_posix() + "/"
+    ids = [hid for lvl, hid in P.structure(zh.read_text()).headings if hid]
+    for lang_prefix in ("", "en/"):
+        page = html(site, f"{lang_prefix}{rel}index.html")
+        for hid in ids:
+            assert f'id="{hid}"' in page, f"{lang_prefix}{rel}: no anchor #{hid}"
+
+
+def test_chinese_search_finds_chinese_words(site):
+    index = json.loads(html(site, "search/search_index.json"))
+    assert "zh" in index["config"]["lang"]
+    texts = [d["text"] + " " + d["title"] for d in index["docs"]]
+    # jieba segments Chinese into words, separated by spaces in the index
+    assert any(re.search(r"(^|\s)线程($|\s)", t) for t in texts), "no segmented 线程 in the zh index"
+    assert any(re.search(r"(^|\s)共享内存($|\s)", t) or re.search(r"(^|\s)共享($|\s)", t) for t in texts)
+
+
+def test_english_search_works(site):
+    index = json.loads(html(site, "en/search/search_index.json"))
+    assert "en" in index["config"]["lang"]
+    assert any("grid-stride" in d["text"].lower() or "grid stride" in d["text"].lower() for d in index["docs"])
+    assert not any(re.search(r"[\u4e00-\u9fff]{4,}", d["text"]) for d in index["docs"]
+                   if d["location"].startswith("programming-model")), "Chinese text in the English index"
+
+
+def test_embedded_code_is_on_the_page(site):
+    page = html(site, "programming-model/index.html")
+    assert "vector_add_grid_stride" in page and "cuda.grid(1)" in page
+    assert "--8&lt;--" not in page and "--8<--" not in page, "an include was not expanded"
+
+
+def test_features(site):
+    page = html(site, "en/programming-model/index.html")
+    assert 'class="mermaid"' in page
+    assert 'class="arithmatex"' in page
+    assert "tabbed-set" in page
+    assert 'class="admonition warning"' in page
+    assert "content.code.copy" in html(site, "index.html")
+    assert "results-table" not in page, "a results directive was left unrendered"
+
+
+def test_notebook_page_and_download(site):
+    page = html(site, "notebooks/vector_add/index.html")
+    assert "vector_add_kernel" in page
+    assert (site / "notebooks" / "vector_add.ipynb").exists() or "download" in page.lower()
+    nb = json.loads((P.DOCS / "notebooks" / "vector_add.ipynb").read_text())
+    code = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    assert "def add_with_numba" in code and "--8<--" not in code
+
+
+def test_results_render_from_the_file(site):
+    from kernels import results
+
+    data = results.load(results.results_path("nvidia-h200"))
+    page = html(site, "en/programming-model/index.html")
+    if "vector_add" not in data.get("topics", {}):
+        assert "Not measured yet" in page
+        pytest.skip("no vector_add results committed yet")
+    env = data["topics"]["vector_add"]["env"]
+    assert env["gpu"] in page and env["driver"] in page
+    top = max(r["shape"][0] for r in data["records"] if r["topic"] == "vector_add")
+    rec = next(r for r in data["records"] if r["id"] == f"vector_add/cupy/guard/{top}/float32")
+    assert f"{rec['gbps']:,.1f}" in page, "the table shows the file's number"
+    assert "vector_add-" in page and ".svg" in page

@@ -1,0 +1,143 @@
+"""Vector add (kernels/vector_add.py, kernels/cuda/vector_add.cu) against NumPy.
+
+Random float32 inputs, output poisoned with NaN before each launch, compared
+with a float64 reference. Numba runs in the CUDA simulator without a GPU;
+the CuPy tests need a GPU.
+"""
+
+import numpy as np
+import pytest
+
+from kernels.device import numba_simulator
+from kernels.vector_add import VARIANTS, vector_add_numba
+
+SIZES = [1, 1000, 2**20 + 3]
+RTOL = 1e-6  # one float32 rounding of a sum is 2**-24 ~ 6e-8 relative
+
+
+def inputs(n, seed):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+
+
+def reference(a, b):
+    return a.astype(np.float64) + b.astype(np.float64)
+
+
+def slow_in_simulator(variant, n):
+    # The simulator runs one Python thread per GPU thread: a million threads
+    # take minutes. The grid-stride variant covers the same n with 2 blocks.
+    return numba_simulator() and variant == "guard" and n > 10_000
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("n", SIZES)
+def test_numba_matches_numpy(n, variant):
+    if slow_in_simulator(variant, n):
+        pytest.skip("one thread per element at n > 10^4 is too slow for the CUDA simulator; runs on the GPU")
+    from numba import cuda
+
+    a, b = inputs(n, seed=n)
+    out = cuda.to_device(np.full(n, np.nan, dtype=np.float32))
+    vector_add_numba(cuda.to_device(a), cuda.to_device(b), out, variant=variant)
+    np.testing.assert_allclose(out.copy_to_host(), reference(a, b), rtol=RTOL, atol=1e-7)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("threads", [32, 256, 1024])
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("n", SIZES)
+def test_cupy_matches_numpy(n, variant, threads):
+    import cupy as cp
+
+    from kernels.vector_add import vector_add_cupy
+
+    a, b = inputs(n, seed=n + threads)
+    out = cp.full(n, cp.nan, dtype=cp.float32)
+    res = vector_add_cupy(cp.asarray(a), cp.asarray(b), out, threads=threads, variant=variant)
+    assert res is out
+    np.testing.assert_allclose(cp.asnumpy(out), reference(a, b), rtol=RTOL, atol=1e-7)
+
+
+@pytest.mark.gpu
+def test_cupy_allocates_output_and_handles_empty():
+    import cupy as cp
+
+    from kernels.vector_add import vector_add_cupy
+
+    a, b = inputs(4099, seed=1)
+    out = vector_add_cupy(cp.asarray(a), cp.asarray(b))
+    np.testing.assert_allclose(cp.asnumpy(out), reference(a, b), rtol=RTOL, atol=1e-7)
+    empty = cp.empty(0, dtype=cp.float32)
+    assert vector_add_cupy(empty, empty).size == 0
+
+
+@pytest.mark.gpu
+def test_a_512x512_block_does_not_launch():
+    """The source's 512 x 512 block: over the 1024-thread limit, the launch fails."""
+    import cupy as cp
+
+    from kernels.vector_add import cupy_kernel
+
+    assert cp.cuda.Device().attributes["MaxThreadsPerBlock"] == 1024
+    x = cp.ones(512 * 512, dtype=cp.float32)
+    with pytest.raises(cp.cuda.driver.CUDADriverError):
+        cupy_kernel("guard")((1,), (512, 512), (x, x, x, np.int64(x.size)))
+        cp.cuda.Device().synchronize()
+
+
+# ------------------------------------------------------------ bad inputs --
+
+def bad_calls(xp_asarray, wrap):
+    """(description, call, exception, words the message must contain)."""
+    a = xp_asarray(np.ones(8, dtype=np.float32))
+    b = xp_asarray(np.ones(8, dtype=np.float32))
+    host = np.ones(8, dtype=np.float32)
+    return [
+        ("host a", lambda: wrap(host, b), TypeError, ["a", "host"]),
+        ("host b", lambda: wrap(a, host), TypeError, ["b", "host"]),
+        ("list a", lambda: wrap([1.0] * 8, b), TypeError, ["a"]),
+        ("float64 a", lambda: wrap(xp_asarray(np.ones(8)), b), TypeError, ["a", "float32", "float64"]),
+        ("int32 b", lambda: wrap(a, xp_asarray(np.ones(8, dtype=np.int32))), TypeError, ["b", "float32"]),
+        ("2-D a", lambda: wrap(xp_asarray(np.ones((2, 4), dtype=np.float32)), b), ValueError, ["a", "1-D"]),
+        ("strided a", lambda: wrap(xp_asarray(np.ones(16, dtype=np.float32))[::2], b), ValueError, ["a", "contiguous"]),
+        ("shape mismatch", lambda: wrap(a, xp_asarray(np.ones(9, dtype=np.float32))), ValueError, ["b", "shape"]),
+        ("out shape", lambda: wrap(a, b, xp_asarray(np.ones(7, dtype=np.float32))), ValueError, ["out", "shape"]),
+        ("out dtype", lambda: wrap(a, b, xp_asarray(np.ones(8))), TypeError, ["out", "float32"]),
+        ("threads 100", lambda: wrap(a, b, threads=100), ValueError, ["threads", "32"]),
+        ("threads 2048", lambda: wrap(a, b, threads=2048), ValueError, ["threads", "1024"]),
+        ("variant", lambda: wrap(a, b, variant="fast"), ValueError, ["variant"]),
+    ]
+
+
+def check_bad(call, exc, words):
+    with pytest.raises(exc) as info:
+        call()
+    msg = str(info.value)
+    for w in words:
+        assert w in msg, f"{w!r} not in {msg!r}"
+
+
+@pytest.mark.parametrize("case", range(13))
+def test_numba_wrapper_rejects_bad_input(case):
+    from numba import cuda
+
+    def to_dev(x):
+        return cuda.to_device(np.ascontiguousarray(x))
+
+    def strided_ok(x):  # keep the strided view strided on the device
+        return cuda.to_device(x)
+
+    desc, call, exc, words = bad_calls(strided_ok, vector_add_numba)[case]
+    check_bad(call, exc, words)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", range(13))
+def test_cupy_wrapper_rejects_bad_input(case):
+    import cupy as cp
+
+    from kernels.vector_add import vector_add_cupy
+
+    desc, call, exc, words = bad_calls(cp.asarray, vector_add_cupy)[case]
+    check_bad(call, exc, words)
