@@ -123,6 +123,7 @@ def check(add, n, seed=0):
 # --8<-- [start:too_big_block]
 def launch_512x512_block():
     import cupy as cp
+    import numpy as np
 
     from kernels.vector_add import cupy_kernel
 

@@ -102,3 +102,33 @@ def test_hook_renders_directives_and_missing_topics():
     assert "Not measured yet" in out and "results-table" not in out
     out = hook.render(md, "x.md", "zh", "no-such-gpu")
     assert "尚未测量" in out
+
+
+def _vector_add_ratios():
+    data = results.load(results.results_path("nvidia-h200"))
+    if "vector_add" not in data.get("topics", {}):
+        pytest.skip("no vector_add results committed yet (make bench on a GPU writes them)")
+    return {(r["impl"], r["variant"], r["shape"][0]): r["ratio"]
+            for r in results.select(data, "vector_add")}
+
+
+def test_programming_model_page_claims_hold():
+    """The sentences under "How to read it" in docs/programming-model*.md,
+    checked against the committed measurements."""
+    ratio = _vector_add_ratios()
+    sizes = sorted({n for (_, v, n) in ratio if v != "ceiling"})
+    small, big = sizes[0], sizes[-1]
+    kernels = [("cupy", "guard"), ("cupy", "grid_stride"), ("numba", "guard"), ("numba", "grid_stride")]
+    # small arrays are launch-bound, memcpy included
+    assert small == 1 << 16
+    assert all(ratio[(i, v, small)] < 0.1 for i, v in kernels + [("cuda_memcpy", "same_size")])
+    # Numba pays more per launch: far below CuPy at 2^20, close from 2^24 on
+    for v in ("guard", "grid_stride"):
+        assert ratio[("numba", v, 1 << 20)] < 0.5 * ratio[("cupy", v, 1 << 20)]
+        for n in (s for s in sizes if s >= 1 << 24):
+            assert ratio[("numba", v, n)] >= 0.8 * ratio[("cupy", v, n)], (v, n)
+    # at the largest size the grid-stride loop beats one thread per element
+    for impl in ("cupy", "numba"):
+        assert ratio[(impl, "grid_stride", big)] > ratio[(impl, "guard", big)]
+    # most of the ceiling, but not all of it
+    assert all(0.7 < ratio[(i, v, big)] < 1.0 for i, v in kernels)

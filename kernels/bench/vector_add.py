@@ -104,7 +104,13 @@ def measure(quick: bool = False) -> list[dict]:
         err = 0.0
         t = harness.time_gpu(copy, sets)
         gbps = 8 * n / (t["ms"] * 1e-3) / 1e9
-        records.append({
+        energy = {}
+        if n == sizes[-1]:
+            e = harness.measure_energy(copy, sets)
+            energy = dict(energy_j_per_call=e["j_per_call"], avg_power_w=e["avg_power_w"],
+                          energy_pj_per_byte=e["j_per_call"] / (8 * n) * 1e12,
+                          energy_seconds=e["seconds"])
+        records.append({**energy, 
             "id": results.record_id(TOPIC, "cuda_memcpy", "same_size", [n], "float32"),
             "topic": TOPIC, "impl": "cuda_memcpy", "variant": "same_size", "shape": [n],
             "dtype": "float32", "ms": t["ms"], "ms_min": t["ms_min"], "gbps": gbps,
