@@ -74,5 +74,5 @@ def test_quick_bench_writes_a_valid_file(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = results.load(out)
     assert results.validate(data) == []
-    assert {r["topic"] for r in data["records"]} == {"vector_add"}
+    assert {r["topic"] for r in data["records"]} == {"ceilings", "vector_add"}
     assert list(tmp_path.glob("vector_add-*.svg"))

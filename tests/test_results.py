@@ -122,11 +122,11 @@ def test_programming_model_page_claims_hold():
     # small arrays are launch-bound, memcpy included
     assert small == 1 << 16
     assert all(ratio[(i, v, small)] < 0.1 for i, v in kernels + [("cuda_memcpy", "same_size")])
-    # Numba pays more per launch: far below CuPy at 2^20, close from 2^24 on
+    # Numba pays more per launch: far below CuPy at 2^20, close from 2^25 on
     for v in ("guard", "grid_stride"):
         assert ratio[("numba", v, 1 << 20)] < 0.5 * ratio[("cupy", v, 1 << 20)]
-        for n in (s for s in sizes if s >= 1 << 24):
-            assert ratio[("numba", v, n)] >= 0.8 * ratio[("cupy", v, n)], (v, n)
+        for n in (s for s in sizes if s >= 1 << 25):
+            assert ratio[("numba", v, n)] >= 0.85 * ratio[("cupy", v, n)], (v, n)
     # at the largest size the grid-stride loop beats one thread per element
     for impl in ("cupy", "numba"):
         assert ratio[(impl, "grid_stride", big)] > ratio[(impl, "guard", big)]

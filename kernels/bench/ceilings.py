@@ -1,0 +1,77 @@
+"""Topic `ceilings`: the device's own limits, which chapters compare against.
+
+- device-to-device copy (cudaMemcpyAsync of 1 GiB; bytes read + written);
+- cuBLAS SGEMM through cupy.matmul, FP32 with TF32 off (2*n^3 / t), at
+  4096^3 and 8192^3, checked against a float64 product;
+- board energy of each from NVML over >= 2 s: pJ per byte, J per GFLOP.
+
+Each chapter re-measures the ceiling it divides by in its own run; this
+topic is the reference table of the measurement appendix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import results
+
+TOPIC = "ceilings"
+
+
+def measure(quick: bool = False) -> list[dict]:
+    import cupy as cp
+
+    from .. import harness
+
+    records = []
+    c = harness.copy_ceiling(1 << 30)
+    if not c["exact"]:
+        raise RuntimeError("the device-to-device copy did not reproduce its source")
+    n = c["nbytes"] // 4
+    rid = results.record_id(TOPIC, "cuda_memcpy", "d2d", [n], "float32")
+    src = cp.random.random(n, dtype=cp.float32)
+    dst = cp.empty_like(src)
+    rt = cp.cuda.runtime
+    stream = cp.cuda.get_current_stream().ptr
+    e = harness.measure_energy(
+        lambda: rt.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, rt.memcpyDeviceToDevice, stream))
+    records.append({"id": rid, "topic": TOPIC, "impl": "cuda_memcpy", "variant": "d2d", "shape": [n],
+                    "dtype": "float32", "ms": c["ms"], "gbps": c["gbps"], "ref": rid, "ratio": 1.0,
+                    "rel_err": 0.0, "bytes": 2 * c["nbytes"], "avg_power_w": e["avg_power_w"],
+                    "energy_pj_per_byte": e["j_per_call"] / (2 * c["nbytes"]) * 1e12})
+    del src, dst
+    for size in ([4096] if quick else [4096, 8192]):
+        rng = cp.random.default_rng(size)
+        a = rng.standard_normal((size, size), dtype=cp.float32)
+        b = rng.standard_normal((size, size), dtype=cp.float32)
+        out = cp.full((size, size), cp.nan, dtype=cp.float32)
+        cp.matmul(a, b, out=out)
+        err = harness.rel_err(out, cp.matmul(a.astype(cp.float64), b.astype(cp.float64)))
+        if not err < 1e-5:
+            raise RuntimeError(f"SGEMM {size}: rel_err {err} (TF32 on?)")
+        t = harness.sgemm_ceiling(size)
+        e = harness.measure_energy(lambda: cp.matmul(a, b, out=out))
+        gflop = 2 * size**3 / 1e9
+        rid = results.record_id(TOPIC, "cublas", "sgemm", [size, size, size], "float32")
+        records.append({"id": rid, "topic": TOPIC, "impl": "cublas", "variant": "sgemm",
+                        "shape": [size, size, size], "dtype": "float32", "ms": t["ms"],
+                        "tflops": t["tflops"], "ref": rid, "ratio": 1.0, "rel_err": err,
+                        "avg_power_w": e["avg_power_w"],
+                        "energy_j_per_gflop": e["j_per_call"] / gflop})
+        del a, b, out
+        cp.get_default_memory_pool().free_all_blocks()
+    return records
+
+
+def plot(data: dict, out_dir: Path) -> list[Path]:
+    return []
+
+
+def summary(data: dict) -> list[str]:
+    out = []
+    for r in results.select(data, TOPIC):
+        rate = f"{r['gbps']:.0f} GB/s, {r['energy_pj_per_byte']:.0f} pJ/B" if "gbps" in r else \
+            f"{r['tflops']:.1f} TFLOP/s, {r['energy_j_per_gflop']:.4f} J/GFLOP, rel_err {r['rel_err']:.1e}"
+        out.append(f"{r['impl']:12} {r['variant']:8} {'x'.join(map(str, r['shape'])):>15} {r['ms']:9.4f} ms  "
+                   f"{rate}  {r['avg_power_w']:.0f} W")
+    return out
