@@ -117,7 +117,8 @@ def _fmt(key: str, value) -> str:
         return "×".join(str(s) for s in value)
     if key == "n":
         n = int(value)
-        return f"2^{n.bit_length() - 1}" if n & (n - 1) == 0 else f"{n:,}"
+        sup = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+        return f"2{str(n.bit_length() - 1).translate(sup)}" if n & (n - 1) == 0 else f"{n:,}"
     if key == "ref":
         return str(value).split("/")[1] + " " + str(value).split("/")[2]
     if isinstance(value, float):
@@ -128,11 +129,14 @@ def _fmt(key: str, value) -> str:
         if key == "ms":
             return f"{value:.4g}"
         return f"{value:,.1f}" if value >= 100 else f"{value:.3g}"
-    return f"`{value}`" if key in ("impl", "variant") else str(value)
+    return str(value)
 
 
 def select(data: dict, topic: str, where: dict | None = None) -> list[dict]:
-    rows = [r for r in data.get("records", []) if r["topic"] == topic]
+    """A topic's records (filtered by where={key: "v1|v2"}), ordered by
+    impl, variant and size."""
+    rows = sorted((r for r in data.get("records", []) if r["topic"] == topic),
+                  key=lambda r: (r["impl"], r["variant"], r["shape"]))
     for key, want in (where or {}).items():
         rows = [r for r in rows if str(_value(r, key)) in want.split("|")]
     return rows

@@ -70,7 +70,7 @@ def test_render_table_and_stamp():
     t = results.render_table(data, "vector_add", ["impl", "variant", "n", "gbps", "ratio"], "en",
                              where={"impl": "cupy"})
     lines = t.splitlines()
-    assert len(lines) == 3 and "`cupy`" in lines[2] and "2^10" in lines[2] and "3,000.0" in lines[2]
+    assert len(lines) == 3 and "| cupy |" in lines[2] and "2¹⁰" in lines[2] and "3,000.0" in lines[2]
     assert "0.75" in lines[2]
     zh = results.render_table(data, "vector_add", ["impl", "gbps"], "zh")
     assert "带宽" in zh
@@ -132,3 +132,14 @@ def test_programming_model_page_claims_hold():
         assert ratio[(impl, "grid_stride", big)] > ratio[(impl, "guard", big)]
     # most of the ceiling, but not all of it
     assert all(0.7 < ratio[(i, v, big)] < 1.0 for i, v in kernels)
+
+
+def test_hook_keeps_blank_lines_between_directives():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("results_hook2", results.ROOT / "docs/hooks/results.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    md = "<!-- results-plot topic=x -->\n\n<!-- results-table topic=x columns=impl -->\n\nnext\n"
+    out = hook.render(md, "a.md", "en", "no-such-gpu")
+    assert out.count("\n\n") >= 2 and out.endswith("\n\nnext\n"), repr(out)

@@ -25,7 +25,9 @@ if str(ROOT) not in sys.path:
 
 from kernels import results  # noqa: E402
 
-DIRECTIVE = re.compile(r"^(?P<indent>[ \t]*)<!--\s*results-(?P<kind>table|plot|stamp)\s+(?P<args>.*?)\s*-->\s*$", re.M)
+# [ \t]* at the end, not \s*: the blank line after a directive must survive,
+# or the table below an image is glued to it and never renders.
+DIRECTIVE = re.compile(r"^(?P<indent>[ \t]*)<!--[ \t]*results-(?P<kind>table|plot|stamp)[ \t]+(?P<args>.*?)[ \t]*-->[ \t]*$", re.M)
 
 MISSING = {
     "zh": '!!! note "尚未测量"\n    本节的结果还没有在 GPU 上测量：在有 GPU 的机器上运行 `make bench` 生成 `{file}`。',
