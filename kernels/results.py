@@ -72,8 +72,8 @@ def validate(data: dict) -> list[str]:
         for key in REQUIRED:
             if key not in r:
                 problems.append(f"{rid}: lacks {key}")
-        if not ("gbps" in r or "tflops" in r):
-            problems.append(f"{rid}: has neither gbps nor tflops")
+        if not ("gbps" in r or "tflops" in r or "gops" in r):
+            problems.append(f"{rid}: has no rate (gbps, tflops, or gops for integer operations)")
         if not isinstance(r.get("shape"), list) or not all(isinstance(s, int) for s in r.get("shape", [])):
             problems.append(f"{rid}: shape must be a list of ints")
         if r.get("topic") not in data.get("topics", {}):
@@ -88,7 +88,7 @@ def validate(data: dict) -> list[str]:
             continue
         if ref["topic"] != r["topic"]:
             problems.append(f"{r['id']}: ref is from another topic (another run)")
-        unit = "gbps" if "gbps" in r else "tflops"
+        unit = next(u for u in ("gbps", "tflops", "gops") if u in r)
         if unit in ref and ref[unit] and r.get("ratio") is not None:
             want = r[unit] / ref[unit]
             if not math.isclose(want, r["ratio"], rel_tol=1e-6):
@@ -102,11 +102,15 @@ HEADERS = {
     "zh": {"impl": "实现", "variant": "变体", "shape": "规模", "n": "元素数", "dtype": "类型",
            "ms": "时间 (ms)", "gbps": "带宽 (GB/s)", "tflops": "TFLOP/s", "ratio": "相对参考",
            "ref": "参考", "rel_err": "相对误差", "energy_j_per_gflop": "能耗 (J/GFLOP)",
-           "energy_pj_per_byte": "能耗 (pJ/B)", "avg_power_w": "平均功率 (W)"},
+           "energy_pj_per_byte": "能耗 (pJ/B)", "avg_power_w": "平均功率 (W)",
+           "gops": "G 步/s", "ratio_to_cp_sum": "相对 cupy.sum", "registers": "寄存器",
+           "local_bytes": "局部内存 (B)", "split": "路径 A 的 lane 数", "chains": "累加器数"},
     "en": {"impl": "impl", "variant": "variant", "shape": "shape", "n": "elements", "dtype": "dtype",
            "ms": "time (ms)", "gbps": "bandwidth (GB/s)", "tflops": "TFLOP/s", "ratio": "ratio to ref",
            "ref": "reference", "rel_err": "rel. error", "energy_j_per_gflop": "energy (J/GFLOP)",
-           "energy_pj_per_byte": "energy (pJ/B)", "avg_power_w": "avg. power (W)"},
+           "energy_pj_per_byte": "energy (pJ/B)", "avg_power_w": "avg. power (W)",
+           "gops": "Gsteps/s", "ratio_to_cp_sum": "ratio to cupy.sum", "registers": "registers",
+           "local_bytes": "local memory (B)", "split": "lanes on path A", "chains": "accumulators"},
 }
 
 

@@ -26,7 +26,52 @@ def vector_add() -> None:
                 assert cp.allclose(out, ref, rtol=1e-6, atol=1e-7), (n, variant, threads)
 
 
-DRIVERS = [vector_add]
+def reduction() -> None:
+    import cupy as cp
+
+    from kernels import reduction as red
+
+    for n in (1, 31, 33, 2**20 + 7):
+        for variant in red.VARIANTS:
+            for threads in (64, 256, 1024):
+                x = cp.random.random(n, dtype=cp.float32)
+                got = float(red.reduce_sum_cupy(x, variant=variant, threads=threads))
+                want = float(cp.sum(x, dtype=cp.float64))
+                assert abs(got - want) <= 1e-5 * want, (n, variant, threads, got, want)
+
+
+def divergence() -> None:
+    import cupy as cp
+
+    from kernels import divergence as dv
+
+    for n in (1, 1000, 2**16 + 3):
+        x = cp.random.random(n, dtype=cp.float32) + 0.5
+        for kind in dv.BRANCHES:
+            for split in (0, 1, 16, 32):
+                out = cp.full(n, cp.nan, dtype=cp.float32)
+                dv.branch_cupy(x, out, split=split, iters=8, kind=kind)
+                assert not bool(cp.isnan(out).any())
+        for kind in dv.SEED:
+            dv.seed_cupy(x.copy(), 1.0, kind=kind)
+
+
+def ilp() -> None:
+    import cupy as cp
+
+    from kernels import ilp as k
+
+    x = cp.random.random(1024, dtype=cp.float32)
+    for name in k.FMA_KERNELS:
+        out = cp.full(1024, cp.nan, dtype=cp.float32)
+        k.fma_chains_cupy(x, out, kernel=name, iters=64)
+        assert not bool(cp.isnan(out).any()), name
+    xi = cp.arange(1024, dtype=cp.uint32)
+    for name in k.INT_KERNELS:
+        k.int_cupy(xi, kernel=name, iters=8)
+
+
+DRIVERS = [vector_add, reduction, divergence, ilp]
 
 
 def main() -> int:

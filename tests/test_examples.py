@@ -31,7 +31,7 @@ def test_there_are_examples():
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_example_numba(example):
     out = run(example, "--size", SMALL, "--impl", "numba")
-    assert "max |error|" in out
+    assert "max |error|" in out or "no Numba version" in out
 
 
 @pytest.mark.gpu

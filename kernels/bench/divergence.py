@@ -1,0 +1,99 @@
+"""Topic `divergence`: cost of a split warp, long branch vs short branch.
+
+branch_long / branch_short with split = 0, 1, 8, 16, 31, 32 lanes on path A
+(n = 2^22 threads, iters FMAs per thread). Rate: useful FMAs (2 FLOP each)
+per second; `ratio` is to the long branch with split = 0 (no divergence).
+Also the source's if/else example on data where 31 lanes of 32 go one way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .. import results
+
+TOPIC = "divergence"
+N = 1 << 22
+ITERS = 1024
+SPLITS = (0, 1, 8, 16, 31, 32)
+
+
+def measure(quick: bool = False) -> list[dict]:
+    import cupy as cp
+
+    from .. import divergence as dv, harness
+
+    x = cp.random.default_rng(3).random(N, dtype=cp.float32) + 0.5
+    out = cp.empty_like(x)
+    host_x = cp.asnumpy(x[:4096])
+    records, ref_id = [], results.record_id(TOPIC, "cupy", "branch_long/split0", [N, ITERS], "float32")
+    for kind in ("branch_long", "branch_short"):
+        for split in SPLITS:
+            out.fill(cp.nan)
+            dv.branch_cupy(x, out, split=split, iters=ITERS, kind=kind)
+            want = dv.reference(host_x, split, ITERS)
+            err = float(np.linalg.norm(cp.asnumpy(out[:4096]) - want) / np.linalg.norm(want))
+            if not err < 1e-5:
+                raise RuntimeError(f"{kind} split={split}: rel_err {err}")
+            t = harness.time_gpu(lambda k=kind, s=split: dv.branch_cupy(x, out, split=s, iters=ITERS, kind=k))
+            records.append({
+                "id": results.record_id(TOPIC, "cupy", f"{kind}/split{split}", [N, ITERS], "float32"),
+                "topic": TOPIC, "impl": "cupy", "variant": f"{kind}/split{split}", "kernel": kind,
+                "split": split, "shape": [N, ITERS], "dtype": "float32", "ms": t["ms"],
+                "tflops": 2 * N * ITERS / (t["ms"] * 1e-3) / 1e12, "ref": ref_id, "rel_err": err})
+    # The source's example: 31 of 32 lanes above the threshold, or all of them.
+    pattern = (np.arange(N) % 32 == 0)
+    for name, data in (("all_above", np.full(N, 200.0, np.float32)),
+                       ("31_of_32_above", np.where(pattern, 50.0, 200.0).astype(np.float32))):
+        for kind in dv.SEED:
+            d = cp.asarray(data)
+            dv.seed_cupy(d, 100.0, kind=kind)
+            want = np.where(data > 100.0, data * 2, data / 2)
+            err = float(np.linalg.norm(cp.asnumpy(d) - want) / np.linalg.norm(want))
+            t = harness.time_gpu(lambda k=kind, d=d: dv.seed_cupy(d, 100.0, kind=k))
+            records.append({
+                "id": results.record_id(TOPIC, "cupy", f"{kind}/{name}", [N], "float32"),
+                "topic": TOPIC, "impl": "cupy", "variant": f"{kind}/{name}", "kernel": kind,
+                "shape": [N], "dtype": "float32", "ms": t["ms"], "gbps": 8 * N / (t["ms"] * 1e-3) / 1e9,
+                "ref": results.record_id(TOPIC, "cupy", f"seed_if_else/all_above", [N], "float32"),
+                "rel_err": err})
+    by_id = {r["id"]: r for r in records}
+    for r in records:
+        ref = by_id[r["ref"]]
+        unit = "tflops" if "tflops" in r else "gbps"
+        r["ratio"] = r[unit] / ref[unit]
+    return records
+
+
+def plot(data: dict, out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "gpu-handbook"
+    rows = results.select(data, TOPIC)
+    env = data["topics"][TOPIC]["env"]
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for kind, style in (("branch_long", "o-"), ("branch_short", "s--")):
+        pts = sorted((r["split"], r["ms"]) for r in rows if r.get("kernel") == kind)
+        xs, ys = zip(*pts)
+        ax.plot(xs, ys, style, label=kind)
+    ax.set_xticks(SPLITS)
+    ax.set_xlabel("lanes per warp on path A (split); the rest take path B")
+    ax.set_ylabel("time (ms)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"cost of a split warp, {env['gpu']}, {env['date'][:10]}", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(out_dir) / f"{TOPIC}-{env['gpu_slug']}.svg"
+    fig.savefig(path, metadata={"Date": None})
+    plt.close(fig)
+    return [path]
+
+
+def summary(data: dict) -> list[str]:
+    return [f"{r['variant']:32} {r['ms']:8.4f} ms  ratio {r['ratio']:.3f}" for r in results.select(data, TOPIC)]

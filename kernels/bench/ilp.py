@@ -1,0 +1,114 @@
+"""Topic `ilp`: independent accumulators vs unrolling, and integer division.
+
+FMA kernels run latency-bound: 4 warps per SM (one per scheduler), each
+thread `ITERS` FMAs split over K chains. Rate: 2 FLOP per FMA; `ratio` to
+one chain. The same kernels at full occupancy (64 warps per SM) show what
+occupancy does instead. Registers and local memory per thread come from the
+compiled kernels. Integer kernels: iters steps of v / d + v % d (run-time d)
+or its shift/mask form, at full occupancy; rate in steps per second (gops).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .. import results
+
+TOPIC = "ilp"
+ITERS = 1 << 16
+INT_ITERS = 1 << 12
+
+
+def measure(quick: bool = False) -> list[dict]:
+    import cupy as cp
+
+    from .. import harness, ilp
+
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    configs = {"latency_bound": (sms * 4, 32), "full_occupancy": (sms * 8, 256)}
+    records = []
+    ref_id = results.record_id(TOPIC, "cupy", "ilp_chains_1/latency_bound", [sms * 4 * 32, ITERS], "float32")
+    for cfg, (blocks, threads) in configs.items():
+        n = blocks * threads
+        x = cp.random.default_rng(1).random(n, dtype=cp.float32) * 0.5 + 0.25
+        out = cp.empty_like(x)
+        kernels = ilp.FMA_KERNELS if cfg == "latency_bound" else ("ilp_chains_1", "ilp_chains_8")
+        for name in kernels:
+            chains = 1 if name == "ilp_chain_unrolled" else int(name.split("_")[2])
+            check_iters = 64 * 32  # a short run checked against float64
+            out.fill(cp.nan)
+            ilp.fma_chains_cupy(x[:1024], out[:1024], kernel=name, iters=check_iters, threads=32)
+            want = ilp.fma_reference(cp.asnumpy(x[:1024]), chains, check_iters)
+            err = float(np.linalg.norm(cp.asnumpy(out[:1024]) - want) / np.linalg.norm(want))
+            if not err < 1e-4:
+                raise RuntimeError(f"{name}: rel_err {err}")
+            t = harness.time_gpu(lambda k=name: ilp.fma_chains_cupy(x, out, kernel=k, iters=ITERS, threads=threads),
+                                 samples=20)
+            records.append({
+                "id": results.record_id(TOPIC, "cupy", f"{name}/{cfg}", [n, ITERS], "float32"),
+                "topic": TOPIC, "impl": "cupy", "variant": f"{name}/{cfg}", "kernel": name, "config": cfg,
+                "chains": chains, "shape": [n, ITERS], "dtype": "float32", "ms": t["ms"],
+                "tflops": 2 * n * ITERS / (t["ms"] * 1e-3) / 1e12, "ref": ref_id, "rel_err": err,
+                **ilp.resources(name)})
+    n = sms * 2048
+    xi = cp.random.default_rng(2).integers(0, 2**31, n, dtype=cp.uint32)
+    outi = cp.empty_like(xi)
+    int_ref = results.record_id(TOPIC, "cupy", "int_div_mod", [n, INT_ITERS], "uint32")
+    for name in ilp.INT_KERNELS:
+        ilp.int_cupy(xi[:4096], outi[:4096], kernel=name, divisor_log2=5, iters=64)
+        exact = bool(np.array_equal(cp.asnumpy(outi[:4096]), ilp.int_reference(cp.asnumpy(xi[:4096]), 5, 64)))
+        if not exact:
+            raise RuntimeError(f"{name}: wrong result")
+        t = harness.time_gpu(lambda k=name: ilp.int_cupy(xi, outi, kernel=k, divisor_log2=5, iters=INT_ITERS),
+                             samples=20)
+        records.append({
+            "id": results.record_id(TOPIC, "cupy", name, [n, INT_ITERS], "uint32"), "topic": TOPIC,
+            "impl": "cupy", "variant": name, "kernel": name, "shape": [n, INT_ITERS], "dtype": "uint32",
+            "ms": t["ms"], "gops": n * INT_ITERS / (t["ms"] * 1e-3) / 1e9, "ref": int_ref, "rel_err": 0.0,
+            **ilp.resources(name)})
+    by_id = {r["id"]: r for r in records}
+    for r in records:
+        unit = "tflops" if "tflops" in r else "gops"
+        r["ratio"] = r[unit] / by_id[r["ref"]][unit]
+    return records
+
+
+def plot(data: dict, out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "gpu-handbook"
+    rows = [r for r in results.select(data, TOPIC) if r.get("config") == "latency_bound"]
+    env = data["topics"][TOPIC]["env"]
+    order = [f"ilp_chains_{k}" for k in (1, 2, 4, 8, 16, 32)] + ["ilp_chain_unrolled", "ilp_chains_32_capped"]
+    by = {r["kernel"]: r for r in rows}
+    names = [k for k in order if k in by]
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    colors = ["tab:blue"] * 6 + ["tab:orange", "tab:red"]
+    ax.bar(range(len(names)), [by[k]["tflops"] for k in names], color=colors[: len(names)])
+    for i, k in enumerate(names):
+        ax.text(i, by[k]["tflops"], f"{by[k]['registers']} reg" + (f"\n{by[k]['local_bytes']} B local" if by[k]["local_bytes"] else ""),
+                ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(names)), [k.replace("ilp_", "").replace("_", "\n") for k in names], fontsize=8)
+    ax.set_ylabel("TFLOP/s (FP32 FMA)")
+    ax.set_title(f"one warp per scheduler: ILP from independent chains, {env['gpu']}, {env['date'][:10]}", fontsize=9)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.margins(y=0.15)
+    fig.tight_layout()
+    path = Path(out_dir) / f"{TOPIC}-{env['gpu_slug']}.svg"
+    fig.savefig(path, metadata={"Date": None})
+    plt.close(fig)
+    return [path]
+
+
+def summary(data: dict) -> list[str]:
+    out = []
+    for r in results.select(data, TOPIC):
+        rate = f"{r['tflops']:.2f} TFLOP/s" if "tflops" in r else f"{r['gops']:.0f} Gsteps/s"
+        out.append(f"{r['variant']:36} {r['ms']:8.4f} ms  {rate:>16}  ratio {r['ratio']:.2f}  "
+                   f"{r['registers']} reg {r['local_bytes']} B local")
+    return out

@@ -1,0 +1,106 @@
+"""Topic `reduction`: FP32 sum of 2^28 elements, every step of the ladder,
+against the device-to-device copy ceiling and cupy.sum (CUB), measured in the
+same run. Bandwidth counts the 4 bytes read per element (the partial sums
+are a rounding error of that); `ratio` is to the copy ceiling (which counts
+read + write), `ratio_to_cp_sum` to cupy.sum's bandwidth.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .. import results
+
+TOPIC = "reduction"
+N = 1 << 28
+THREADS = 256
+
+
+def measure(quick: bool = False) -> list[dict]:
+    import cupy as cp
+    from numba import cuda
+
+    from .. import harness, reduction as red
+
+    n = N
+    x = cp.random.default_rng(7).random(n, dtype=cp.float32)  # uniform [0, 1): never zeros
+    ref = float(cp.sum(x, dtype=cp.float64))
+    ceiling = harness.copy_ceiling(1 << 30)
+    ceil_id = results.record_id(TOPIC, "cuda_memcpy", "ceiling", [ceiling["nbytes"] // 4], "float32")
+    records = [{"id": ceil_id, "topic": TOPIC, "impl": "cuda_memcpy", "variant": "ceiling",
+                "shape": [ceiling["nbytes"] // 4], "dtype": "float32", "ms": ceiling["ms"],
+                "gbps": ceiling["gbps"], "ref": ceil_id, "ratio": 1.0, "rel_err": 0.0}]
+
+    def add(impl, variant, fn, value):
+        err = abs(value - ref) / abs(ref)
+        if not err < 1e-5:
+            raise RuntimeError(f"{impl} {variant}: rel_err {err}")
+        t = harness.time_gpu(fn, samples=20)
+        gbps = 4 * n / (t["ms"] * 1e-3) / 1e9
+        rec = {"id": results.record_id(TOPIC, impl, variant, [n], "float32"), "topic": TOPIC,
+               "impl": impl, "variant": variant, "shape": [n], "dtype": "float32", "ms": t["ms"],
+               "gbps": gbps, "ref": ceil_id, "ratio": gbps / ceiling["gbps"], "rel_err": err,
+               "bytes": 4 * n, "threads": THREADS}
+        if not quick and variant in ("vectorized", "cub"):
+            e = harness.measure_energy(fn)
+            rec.update(energy_pj_per_byte=e["j_per_call"] / (4 * n) * 1e12, avg_power_w=e["avg_power_w"])
+        records.append(rec)
+        return rec
+
+    cub = add("cub", "cupy_sum", lambda: cp.sum(x), float(cp.sum(x)))
+    for variant in red.VARIANTS:
+        fn = lambda v=variant: red.reduce_sum_cupy(x, variant=v, threads=THREADS)  # noqa: E731
+        add("cupy", variant, fn, float(fn()))
+    xn = cuda.as_cuda_array(x)
+    for variant in red.NUMBA_KERNELS:
+        fn = lambda v=variant: red.reduce_sum_numba(xn, variant=v, threads=THREADS)  # noqa: E731
+        add("numba", variant, fn, float(fn().copy_to_host()[0]))
+    for r in records:
+        if r["variant"] != "ceiling":
+            r["ratio_to_cp_sum"] = r["gbps"] / cub["gbps"]
+    return records
+
+
+def plot(data: dict, out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "gpu-handbook"
+    from .. import reduction as red
+
+    rows = {(r["impl"], r["variant"]): r for r in results.select(data, TOPIC)}
+    env = data["topics"][TOPIC]["env"]
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    labels, cupy_vals, numba_vals = [], [], []
+    for v in red.VARIANTS:
+        labels.append(v.replace("_", "\n"))
+        cupy_vals.append(rows[("cupy", v)]["ratio"])
+        numba_vals.append(rows[("numba", v)]["ratio"] if ("numba", v) in rows else np.nan)
+    xs = np.arange(len(labels))
+    ax.bar(xs - 0.2, cupy_vals, 0.4, label="CuPy (CUDA C)")
+    ax.bar(xs + 0.2, numba_vals, 0.4, label="Numba")
+    ax.axhline(rows[("cub", "cupy_sum")]["ratio"], color="k", ls="--", lw=1, label="cupy.sum (CUB)")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xticks(xs, labels, fontsize=8)
+    ax.set_ylabel("fraction of copy ceiling")
+    ax.set_ylim(0, 1.1)
+    ax.set_title(f"FP32 sum of 2^28 elements, {env['gpu']}, {env['date'][:10]}", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    path = Path(out_dir) / f"{TOPIC}-{env['gpu_slug']}.svg"
+    fig.savefig(path, metadata={"Date": None})
+    plt.close(fig)
+    return [path]
+
+
+def summary(data: dict) -> list[str]:
+    out = [f"{'impl':6} {'variant':20} {'ms':>8} {'GB/s':>7} {'ratio':>6} {'vs cub':>6} {'rel_err':>8}"]
+    for r in results.select(data, TOPIC):
+        out.append(f"{r['impl']:6} {r['variant']:20} {r['ms']:8.4f} {r['gbps']:7.0f} {r['ratio']:6.3f} "
+                   f"{r.get('ratio_to_cp_sum', float('nan')):6.3f} {r['rel_err']:8.1e}")
+    return out

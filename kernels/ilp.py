@@ -1,0 +1,101 @@
+"""Instruction-level parallelism: launch wrappers for kernels/cuda/ilp.cu."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from . import checks
+
+CUDA_SOURCE = Path(__file__).with_name("cuda") / "ilp.cu"
+CHAINS = (1, 2, 4, 8, 16, 32)
+FMA_KERNELS = tuple(f"ilp_chains_{k}" for k in CHAINS) + ("ilp_chain_unrolled", "ilp_chains_32_capped")
+INT_KERNELS = ("int_div_mod", "int_shift_mask")
+
+
+@functools.cache
+def _cupy_module():
+    import cupy as cp
+
+    return cp.RawModule(code=CUDA_SOURCE.read_text(), options=("--std=c++17",))
+
+
+def cupy_kernel(name: str):
+    if name not in FMA_KERNELS + INT_KERNELS:
+        raise ValueError(f"kernel must be one of {FMA_KERNELS + INT_KERNELS}, got {name!r}")
+    return _cupy_module().get_function(name)
+
+
+def resources(name: str) -> dict:
+    """Registers and local memory (spills) per thread of a compiled kernel."""
+    k = cupy_kernel(name)
+    return {"registers": int(k.num_regs), "local_bytes": int(k.local_size_bytes)}
+
+
+# --8<-- [start:cupy_fma]
+def fma_chains_cupy(x, out=None, *, kernel: str = "ilp_chains_4", iters: int = 1024,
+                    blocks: int | None = None, threads: int = 32):
+    """Run one FMA kernel: one thread per element of x; iters FMAs per thread."""
+    import cupy as cp
+
+    checks.require_cupy_array("x", x)
+    checks.require_dtype("x", x, np.float32)
+    checks.require_ndim("x", x, 1)
+    checks.require_contiguous("x", x)
+    checks.require_block_size("threads", threads)
+    if kernel not in FMA_KERNELS:
+        raise ValueError(f"kernel must be one of {FMA_KERNELS}, got {kernel!r}")
+    if x.size % threads:
+        raise ValueError(f"x.size must be a multiple of threads ({threads}), got {x.size}")
+    if iters % 32:
+        raise ValueError(f"iters must be a multiple of 32 (every chain count divides it), got {iters}")
+    out = cp.empty_like(x) if out is None else out
+    checks.require_same_shape("out", out, "x", x)
+    cupy_kernel(kernel)((x.size // threads,), (threads,), (x, out, np.int32(iters)))
+    return out
+# --8<-- [end:cupy_fma]
+
+
+def fma_reference(x: np.ndarray, chains: int, iters: int) -> np.ndarray:
+    """Host reference of fma_chains<K> in float64 (the kernels round in float32)."""
+    a = x.astype(np.float64)
+    b = 1.0 - a
+    s = np.zeros_like(a)
+    for k in range(chains):
+        acc = a + k
+        for _ in range(iters // chains):
+            acc = acc * a + b
+        s += acc
+    return s
+
+
+def int_cupy(x, out=None, *, kernel: str = "int_div_mod", divisor_log2: int = 5, iters: int = 64,
+             threads: int = 256):
+    """v = v / d + v % d + i (or the shift/mask form with d = 2**divisor_log2), iters times."""
+    import cupy as cp
+
+    checks.require_cupy_array("x", x)
+    checks.require_dtype("x", x, np.uint32)
+    checks.require_ndim("x", x, 1)
+    checks.require_contiguous("x", x)
+    checks.require_block_size("threads", threads)
+    if kernel not in INT_KERNELS:
+        raise ValueError(f"kernel must be one of {INT_KERNELS}, got {kernel!r}")
+    if not 0 < divisor_log2 < 32:
+        raise ValueError(f"divisor_log2 must be in 1..31, got {divisor_log2}")
+    if x.size % threads:
+        raise ValueError(f"x.size must be a multiple of threads ({threads}), got {x.size}")
+    out = cp.empty_like(x) if out is None else out
+    arg = np.uint32(1 << divisor_log2) if kernel == "int_div_mod" else np.uint32(divisor_log2)
+    cupy_kernel(kernel)((x.size // threads,), (threads,), (x, out, arg, np.int32(iters)))
+    return out
+
+
+def int_reference(x: np.ndarray, divisor_log2: int, iters: int) -> np.ndarray:
+    v = x.astype(np.uint64)
+    d = 1 << divisor_log2
+    for i in range(iters):
+        v = (v // d + v % d + i) & 0xFFFFFFFF
+    return v.astype(np.uint32)

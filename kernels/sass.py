@@ -1,0 +1,143 @@
+"""What the compiler made of a kernel: ptxas resource reports and SASS.
+
+Works without a GPU: nvcc compiles for sm_90, cuobjdump (with nvdisasm)
+disassembles; `pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`
+provides both where the CUDA toolkit lacks them (the `test` extra does).
+
+    python -m kernels.sass     # rewrite the listings the pages embed (docs/assets/sass/)
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CUDA = ROOT / "kernels" / "cuda"
+LISTINGS = ROOT / "docs" / "assets" / "sass"
+ARCH = "sm_90"
+
+# (source file, kernel) pairs whose SASS the pages show.
+SHOWN = [
+    ("divergence.cu", "seed_if_else"),
+    ("divergence.cu", "seed_ternary"),
+    ("divergence.cu", "branch_short"),
+    ("divergence.cu", "branch_long"),
+    ("ilp.cu", "int_div_mod"),
+    ("ilp.cu", "int_shift_mask"),
+]
+
+
+def _search_dirs() -> list[Path]:
+    dirs = [Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(env):
+            dirs.append(Path(os.environ[env]) / "bin")
+    dirs.append(Path("/usr/local/cuda/bin"))
+    for entry in sys.path:  # pip wheels: nvidia/cu13/bin/{cuobjdump,nvdisasm}
+        for sub in ("cu13", "cu12", "cuda_cuobjdump", "cuda_nvdisasm"):
+            dirs.append(Path(entry) / "nvidia" / sub / "bin")
+    return dirs
+
+
+@functools.cache
+def tool(name: str) -> str | None:
+    for d in _search_dirs():
+        cand = d / name
+        if cand.is_file() and os.access(cand, os.X_OK):
+            return str(cand)
+    return shutil.which(name)
+
+
+def available() -> bool:
+    return all(tool(t) for t in ("nvcc", "cuobjdump", "nvdisasm"))
+
+
+def _run(cmd: list[str]) -> str:
+    env = dict(os.environ)
+    nvdisasm = tool("nvdisasm")
+    if nvdisasm:  # cuobjdump looks for nvdisasm on PATH
+        env["PATH"] = str(Path(nvdisasm).parent) + os.pathsep + env.get("PATH", "")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout + proc.stderr
+
+
+@functools.cache
+def _cubin(src: str, flags: tuple[str, ...] = ()) -> tuple[bytes, str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "k.cubin"
+        report = _run([tool("nvcc"), f"-arch={ARCH}", "-std=c++17", "-cubin", "-Xptxas", "-v",
+                       *flags, "-o", str(out), str(CUDA / src)])
+        return out.read_bytes(), report
+
+
+def resources(src: str) -> dict[str, dict[str, int]]:
+    """Per kernel: registers, stack frame and spill bytes from ptxas -v."""
+    _, report = _cubin(src)
+    out = {}
+    for m in re.finditer(r"Function properties for (\w+)\s*\n\s*(\d+) bytes stack frame, (\d+) bytes spill "
+                         r"stores, (\d+) bytes spill loads\s*\n.*?Used (\d+) registers", report):
+        out[m.group(1)] = {"stack": int(m.group(2)), "spill_stores": int(m.group(3)),
+                           "spill_loads": int(m.group(4)), "registers": int(m.group(5))}
+    return out
+
+
+LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+
+
+def sass(src: str, kernel: str) -> list[str]:
+    """The kernel's SASS, one instruction per line ("/*0110*/ @!P0 FMUL R3, R0, 0.5")."""
+    cubin, _ = _cubin(src)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k.cubin"
+        path.write_bytes(cubin)
+        text = _run([tool("cuobjdump"), "-sass", "-fun", kernel, str(path)])
+    lines = []
+    for m in LINE.finditer(text):
+        addr, ins = m.group(1), m.group(2)
+        if ins == "NOP" or ins == f"BRA 0x{int(addr, 16):x}":  # padding after the last EXIT
+            continue
+        lines.append(f"/*{addr}*/ {ins}")
+    return lines
+
+
+def opcodes(lines: list[str]) -> collections.Counter:
+    """Count instructions by opcode (predicate and modifiers dropped: FMUL.FTZ -> FMUL)."""
+    counts = collections.Counter()
+    for ln in lines:
+        ins = ln.split("*/", 1)[1].strip()
+        if ins.startswith("@"):
+            ins = ins.split(None, 1)[1]
+        counts[ins.split()[0].split(".")[0]] += 1
+    return counts
+
+
+def listing_text(src: str, kernel: str) -> str:
+    return (f"// {kernel} ({src}), SASS for {ARCH}: nvcc -arch={ARCH} -cubin, cuobjdump -sass\n"
+            + "\n".join(sass(src, kernel)) + "\n")
+
+
+def write_listings() -> list[Path]:
+    LISTINGS.mkdir(parents=True, exist_ok=True)
+    written = []
+    for src, kernel in SHOWN:
+        path = LISTINGS / f"{kernel}.sass"
+        path.write_text(listing_text(src, kernel))
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    if not available():
+        sys.exit("needs nvcc, cuobjdump and nvdisasm (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
+    for p in write_listings():
+        print(f"wrote {p.relative_to(ROOT)}")
