@@ -2,7 +2,7 @@
 
 CUDA C variants (kernels/cuda/reduction.cu), in ladder order:
     interleaved_modulo, interleaved_strided, sequential, first_add,
-    warp_shuffle, grid_stride, vectorized
+    warp_shuffle, grid_stride, vectorized, single_pass
 Numba variants (this file): interleaved_modulo, sequential, first_add,
 grid_stride run anywhere (the CUDA simulator too); warp_shuffle needs a GPU
 (the simulator has no warp shuffles).
@@ -24,12 +24,13 @@ from .device import numba_simulator
 
 CUDA_SOURCE = Path(__file__).with_name("cuda") / "reduction.cu"
 VARIANTS = ("interleaved_modulo", "interleaved_strided", "sequential", "first_add",
-            "warp_shuffle", "grid_stride", "vectorized")
+            "warp_shuffle", "grid_stride", "vectorized", "single_pass")
 # elements each block covers: per thread, 1 (one load), 2 (first add), or
 # "all" (grid-stride: the grid is sized to the GPU, not to n)
 _PER_THREAD = {"interleaved_modulo": 1, "interleaved_strided": 1, "sequential": 1,
-               "first_add": 2, "warp_shuffle": 2, "grid_stride": None, "vectorized": None}
-BLOCKS_PER_SM = 4
+               "first_add": 2, "warp_shuffle": 2, "grid_stride": None, "vectorized": None,
+               "single_pass": None}
+BLOCKS_PER_SM = 4  # grid-stride steps: resident blocks per SM (single_pass: full occupancy)
 
 
 def _check_threads(threads: int) -> None:
@@ -38,10 +39,12 @@ def _check_threads(threads: int) -> None:
         raise ValueError(f"threads must be a power of two from 64 to 1024, got {threads}")
 
 
-def grid_size(variant: str, n: int, threads: int, sm_count: int) -> int:
+def grid_size(variant: str, n: int, threads: int, sm_count: int, blocks_per_sm: int | None = None) -> int:
     per = _PER_THREAD[variant]
     if per is None:  # fill the GPU; each thread loops over its share
-        return max(1, min(sm_count * BLOCKS_PER_SM, math.ceil(n / threads)))
+        if blocks_per_sm is None:
+            blocks_per_sm = max(1, 2048 // threads) if variant == "single_pass" else BLOCKS_PER_SM
+        return max(1, min(sm_count * blocks_per_sm, math.ceil(n / threads)))
     return max(1, math.ceil(n / (per * threads)))
 
 
@@ -60,18 +63,26 @@ def cupy_kernel(variant: str):
     return _cupy_module().get_function(f"reduce_{variant}")
 
 
-def _launch_cupy(variant: str, x, threads: int, sms: int):
+def _launch_cupy(variant: str, x, threads: int, sms: int, blocks_per_sm=None):
     import cupy as cp
 
     n = x.size
-    blocks = grid_size(variant, n, threads, sms)
+    blocks = grid_size(variant, n, threads, sms, blocks_per_sm)
     partial = cp.empty(blocks, dtype=cp.float32)
     cupy_kernel(variant)((blocks,), (threads,), (x, partial, np.int64(n)), shared_mem=threads * 4)
     return partial
 
 
+@functools.cache
+def _ticket(device_id: int):
+    """The single-pass kernel's ticket counter: zero, and left at zero by every launch."""
+    import cupy as cp
+
+    return cp.zeros(1, dtype=cp.uint32)
+
+
 # --8<-- [start:cupy_wrapper]
-def reduce_sum_cupy(x, *, variant: str = "vectorized", threads: int = 256):
+def reduce_sum_cupy(x, *, variant: str = "single_pass", threads: int = 256, blocks_per_sm: int | None = None):
     """Sum of a float32 cupy array; returns a 0-d cupy array (float32)."""
     import cupy as cp
 
@@ -80,12 +91,22 @@ def reduce_sum_cupy(x, *, variant: str = "vectorized", threads: int = 256):
     checks.require_ndim("x", x, 1)
     checks.require_contiguous("x", x)
     _check_threads(threads)
-    if variant == "vectorized" and x.data.ptr % 16:
-        raise ValueError("x must be 16-byte aligned for variant 'vectorized' (float4 loads)")
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    if variant in ("vectorized", "single_pass") and x.data.ptr % 16:
+        raise ValueError(f"x must be 16-byte aligned for variant {variant!r} (float4 loads)")
     if x.size == 0:
         return cp.zeros((), dtype=cp.float32)
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    partial = _launch_cupy(variant, x, threads, sms)
+    if variant == "single_pass":  # one launch: the last block sums the partials
+        blocks = grid_size(variant, x.size, threads, sms, blocks_per_sm)
+        partial = cp.empty(blocks, dtype=cp.float32)
+        total = cp.empty((), dtype=cp.float32)
+        cupy_kernel(variant)((blocks,), (threads,),
+                             (x, partial, np.int64(x.size), _ticket(cp.cuda.Device().id), total),
+                             shared_mem=threads * 4)
+        return total
+    partial = _launch_cupy(variant, x, threads, sms, blocks_per_sm)
     while partial.size > 1:  # sum the per-block partials, a few hundred at most after one pass
         partial = _launch_cupy("grid_stride", partial, threads, sms)
     return partial.reshape(())

@@ -43,7 +43,7 @@ def measure(quick: bool = False) -> list[dict]:
                "impl": impl, "variant": variant, "shape": [n], "dtype": "float32", "ms": t["ms"],
                "gbps": gbps, "ref": ceil_id, "ratio": gbps / ceiling["gbps"], "rel_err": err,
                "bytes": 4 * n, "threads": THREADS}
-        if not quick and variant in ("vectorized", "cub"):
+        if not quick and (variant == "single_pass" or impl == "cub"):
             e = harness.measure_energy(fn)
             rec.update(energy_pj_per_byte=e["j_per_call"] / (4 * n) * 1e12, avg_power_w=e["avg_power_w"])
         records.append(rec)
@@ -53,6 +53,11 @@ def measure(quick: bool = False) -> list[dict]:
     for variant in red.VARIANTS:
         fn = lambda v=variant: red.reduce_sum_cupy(x, variant=v, threads=THREADS)  # noqa: E731
         add("cupy", variant, fn, float(fn()))
+    # The last step's launch configuration: threads per block x blocks per SM.
+    for threads, bps in ((256, 4), (256, 8), (512, 2), (512, 4), (1024, 2)):
+        fn = lambda t=threads, b=bps: red.reduce_sum_cupy(x, variant="single_pass", threads=t, blocks_per_sm=b)  # noqa: E731
+        rec = add("cupy", f"single_pass/t{threads}b{bps}", fn, float(fn()))
+        rec.update(threads=threads, blocks_per_sm=bps)
     xn = cuda.as_cuda_array(x)
     for variant in red.NUMBA_KERNELS:
         fn = lambda v=variant: red.reduce_sum_numba(xn, variant=v, threads=THREADS)  # noqa: E731
@@ -77,7 +82,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(7.5, 4))
     labels, cupy_vals, numba_vals = [], [], []
     for v in red.VARIANTS:
-        labels.append(v.replace("_", "\n"))
+        labels.append(v.replace("_", "\n", 1))
         cupy_vals.append(rows[("cupy", v)]["ratio"])
         numba_vals.append(rows[("numba", v)]["ratio"] if ("numba", v) in rows else np.nan)
     xs = np.arange(len(labels))

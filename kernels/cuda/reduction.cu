@@ -219,3 +219,59 @@ extern "C" __global__ void reduce_vectorized(const float* __restrict__ x,
     if (threadIdx.x == 0) partial[blockIdx.x] = v;
 }
 // --8<-- [end:reduce_vectorized]
+
+// --8<-- [start:reduce_single_pass]
+// Step 7: one launch. Step 6's loads, and the last block to finish sums the
+// per-block partials itself: each block writes its partial, makes it visible
+// to the whole device (__threadfence) and draws a ticket; the block that
+// draws the last ticket reads every partial (through L2: __ldcg, since L1 is
+// not coherent across SMs) and writes the total. Saves the second launch
+// that steps 0-6 need. `ticket` must be 0 before the launch; the last block
+// resets it, so one ticket serves launches that follow each other in a
+// stream (not launches running concurrently).
+extern "C" __global__ void reduce_single_pass(const float* __restrict__ x,
+                                              float* __restrict__ partial,
+                                              long long n,
+                                              unsigned int* __restrict__ ticket,
+                                              float* __restrict__ total)
+{
+    extern __shared__ float warp_sums[];
+    __shared__ bool am_last;
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    long long n4 = n / 4;
+    long long stride = (long long)gridDim.x * blockDim.x;
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    float acc[UNROLL] = {};
+    for (; i + (UNROLL - 1) * stride < n4; i += UNROLL * stride) {
+        float4 q[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) q[u] = x4[i + u * stride];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) acc[u] += (q[u].x + q[u].y) + (q[u].z + q[u].w);
+    }
+    for (; i < n4; i += stride) {
+        float4 q = x4[i];
+        acc[0] += (q.x + q.y) + (q.z + q.w);
+    }
+    float v = 0.0f;
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) v += acc[u];
+    if (blockIdx.x == 0 && threadIdx.x < (n & 3)) v += x[4 * n4 + threadIdx.x];
+    v = block_reduce_sum(v, warp_sums);
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = v;
+        __threadfence();  // the partial is visible device-wide before the ticket is drawn
+        am_last = (atomicAdd(ticket, 1u) == gridDim.x - 1);
+    }
+    __syncthreads();  // also: every warp is done with warp_sums before it is reused
+    if (am_last) {
+        float s = 0.0f;
+        for (unsigned int b = threadIdx.x; b < gridDim.x; b += blockDim.x) s += __ldcg(&partial[b]);
+        s = block_reduce_sum(s, warp_sums);
+        if (threadIdx.x == 0) {
+            *total = s;
+            *ticket = 0u;  // ready for the next launch
+        }
+    }
+}
+// --8<-- [end:reduce_single_pass]
