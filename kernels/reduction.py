@@ -30,7 +30,11 @@ VARIANTS = ("interleaved_modulo", "interleaved_strided", "sequential", "first_ad
 _PER_THREAD = {"interleaved_modulo": 1, "interleaved_strided": 1, "sequential": 1,
                "first_add": 2, "warp_shuffle": 2, "grid_stride": None, "vectorized": None,
                "single_pass": None}
-BLOCKS_PER_SM = 4  # grid-stride steps: resident blocks per SM (single_pass: full occupancy)
+BLOCKS_PER_SM = 4  # grid-stride steps: resident blocks per SM
+# Step 7's launch: 512 threads x 4 blocks per SM, the best of the sweep in
+# kernels/bench/reduction.py on an H200 (make bench, topic reduction).
+SINGLE_PASS_THREADS, SINGLE_PASS_BLOCKS_PER_SM = 512, 4
+TUNING = ("single_pass_streaming", "single_pass_chunked")  # experiments on step 7
 
 
 def _check_threads(threads: int) -> None:
@@ -43,7 +47,7 @@ def grid_size(variant: str, n: int, threads: int, sm_count: int, blocks_per_sm: 
     per = _PER_THREAD[variant]
     if per is None:  # fill the GPU; each thread loops over its share
         if blocks_per_sm is None:
-            blocks_per_sm = max(1, 2048 // threads) if variant == "single_pass" else BLOCKS_PER_SM
+            blocks_per_sm = SINGLE_PASS_BLOCKS_PER_SM if variant.startswith("single_pass") else BLOCKS_PER_SM
         return max(1, min(sm_count * blocks_per_sm, math.ceil(n / threads)))
     return max(1, math.ceil(n / (per * threads)))
 
@@ -58,7 +62,7 @@ def _cupy_module():
 
 
 def cupy_kernel(variant: str):
-    if variant not in VARIANTS:
+    if variant not in VARIANTS + TUNING:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     return _cupy_module().get_function(f"reduce_{variant}")
 
@@ -82,7 +86,8 @@ def _ticket(device_id: int):
 
 
 # --8<-- [start:cupy_wrapper]
-def reduce_sum_cupy(x, *, variant: str = "single_pass", threads: int = 256, blocks_per_sm: int | None = None):
+def reduce_sum_cupy(x, *, variant: str = "single_pass", threads: int | None = None,
+                    blocks_per_sm: int | None = None):
     """Sum of a float32 cupy array; returns a 0-d cupy array (float32)."""
     import cupy as cp
 
@@ -90,15 +95,17 @@ def reduce_sum_cupy(x, *, variant: str = "single_pass", threads: int = 256, bloc
     checks.require_dtype("x", x, np.float32)
     checks.require_ndim("x", x, 1)
     checks.require_contiguous("x", x)
-    _check_threads(threads)
-    if variant not in VARIANTS:
+    if variant not in VARIANTS + TUNING:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    if variant in ("vectorized", "single_pass") and x.data.ptr % 16:
+    if threads is None:
+        threads = SINGLE_PASS_THREADS if variant.startswith("single_pass") else 256
+    _check_threads(threads)
+    if variant.startswith(("vectorized", "single_pass")) and x.data.ptr % 16:
         raise ValueError(f"x must be 16-byte aligned for variant {variant!r} (float4 loads)")
     if x.size == 0:
         return cp.zeros((), dtype=cp.float32)
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    if variant == "single_pass":  # one launch: the last block sums the partials
+    if variant.startswith("single_pass"):  # one launch: the last block sums the partials
         blocks = grid_size(variant, x.size, threads, sms, blocks_per_sm)
         partial = cp.empty(blocks, dtype=cp.float32)
         total = cp.empty((), dtype=cp.float32)

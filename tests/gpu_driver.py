@@ -32,7 +32,7 @@ def reduction() -> None:
     from kernels import reduction as red
 
     for n in (1, 31, 33, 2**20 + 7):
-        for variant in red.VARIANTS:
+        for variant in red.VARIANTS + red.TUNING:
             for threads in (64, 256, 1024):
                 x = cp.random.random(n, dtype=cp.float32)
                 got = float(red.reduce_sum_cupy(x, variant=variant, threads=threads))

@@ -49,8 +49,8 @@ def test_numba_ladder(n, variant):
     close(float(out.copy_to_host()[0]), x)
 
 
-CUPY_CASES = [(n, v, t) for v in red.VARIANTS for n in SIZES for t in (64, 256, 1024)] + \
-             [(2**28, v, 256) for v in red.VARIANTS]  # the largest size once per variant
+CUPY_CASES = [(n, v, t) for v in red.VARIANTS + red.TUNING for n in SIZES for t in (64, 256, 1024)] + \
+             [(2**28, v, None) for v in red.VARIANTS + red.TUNING]  # the largest size once, default launch
 
 
 @pytest.mark.gpu
@@ -109,12 +109,16 @@ def test_bad_inputs_numba():
 
 
 def test_warp_shuffle_refuses_the_simulator():
-    if not numba_simulator():
-        pytest.skip("on the GPU the shuffle variant runs (test_numba_ladder)")
-    from numba import cuda
-
-    with pytest.raises(RuntimeError, match="GPU"):
-        red.reduce_sum_numba(cuda.to_device(np.ones(64, dtype=np.float32)), variant="warp_shuffle")
+    """Run where Numba is the simulator (a subprocess forces it on a GPU machine)."""
+    code = ("import kernels, numpy as np, pytest\n"
+            "from numba import cuda\n"
+            "from kernels.reduction import reduce_sum_numba\n"
+            "with pytest.raises(RuntimeError, match='GPU'):\n"
+            "    reduce_sum_numba(cuda.to_device(np.ones(64, dtype=np.float32)), variant='warp_shuffle')\n")
+    env = dict(os.environ, HANDBOOK_FORCE_CPU="1", NUMBA_ENABLE_CUDASIM="1")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
 
 
 MISSING_BARRIER = r'''

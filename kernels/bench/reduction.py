@@ -42,7 +42,7 @@ def measure(quick: bool = False) -> list[dict]:
         rec = {"id": results.record_id(TOPIC, impl, variant, [n], "float32"), "topic": TOPIC,
                "impl": impl, "variant": variant, "shape": [n], "dtype": "float32", "ms": t["ms"],
                "gbps": gbps, "ref": ceil_id, "ratio": gbps / ceiling["gbps"], "rel_err": err,
-               "bytes": 4 * n, "threads": THREADS}
+               "bytes": 4 * n}
         if not quick and (variant == "single_pass" or impl == "cub"):
             e = harness.measure_energy(fn)
             rec.update(energy_pj_per_byte=e["j_per_call"] / (4 * n) * 1e12, avg_power_w=e["avg_power_w"])
@@ -50,18 +50,21 @@ def measure(quick: bool = False) -> list[dict]:
         return rec
 
     cub = add("cub", "cupy_sum", lambda: cp.sum(x), float(cp.sum(x)))
-    for variant in red.VARIANTS:
-        fn = lambda v=variant: red.reduce_sum_cupy(x, variant=v, threads=THREADS)  # noqa: E731
-        add("cupy", variant, fn, float(fn()))
-    # The last step's launch configuration: threads per block x blocks per SM.
-    for threads, bps in ((256, 4), (256, 8), (512, 2), (512, 4), (1024, 2)):
-        fn = lambda t=threads, b=bps: red.reduce_sum_cupy(x, variant="single_pass", threads=t, blocks_per_sm=b)  # noqa: E731
-        rec = add("cupy", f"single_pass/t{threads}b{bps}", fn, float(fn()))
-        rec.update(threads=threads, blocks_per_sm=bps)
+    for variant in red.VARIANTS:  # the ladder, each step with its default launch
+        fn = lambda v=variant: red.reduce_sum_cupy(x, variant=v)  # noqa: E731
+        rec = add("cupy", variant, fn, float(fn()))
+        rec["threads"] = red.SINGLE_PASS_THREADS if variant == "single_pass" else 256
+    # Step 7 tuned: threads per block x blocks per SM, and two kernel experiments.
+    for kernel in ("single_pass",) + red.TUNING:
+        for threads, bps in ((256, 4), (256, 8), (512, 2), (512, 4), (1024, 2)):
+            fn = lambda k=kernel, t=threads, b=bps: red.reduce_sum_cupy(x, variant=k, threads=t, blocks_per_sm=b)  # noqa: E731
+            rec = add("cupy", f"{kernel}/t{threads}b{bps}", fn, float(fn()))
+            rec.update(threads=threads, blocks_per_sm=bps, tuning=True)
     xn = cuda.as_cuda_array(x)
     for variant in red.NUMBA_KERNELS:
         fn = lambda v=variant: red.reduce_sum_numba(xn, variant=v, threads=THREADS)  # noqa: E731
-        add("numba", variant, fn, float(fn().copy_to_host()[0]))
+        rec = add("numba", variant, fn, float(fn().copy_to_host()[0]))
+        rec["threads"] = THREADS
     for r in records:
         if r["variant"] != "ceiling":
             r["ratio_to_cp_sum"] = r["gbps"] / cub["gbps"]

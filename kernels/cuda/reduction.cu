@@ -229,27 +229,34 @@ extern "C" __global__ void reduce_vectorized(const float* __restrict__ x,
 // that steps 0-6 need. `ticket` must be 0 before the launch; the last block
 // resets it, so one ticket serves launches that follow each other in a
 // stream (not launches running concurrently).
-extern "C" __global__ void reduce_single_pass(const float* __restrict__ x,
-                                              float* __restrict__ partial,
-                                              long long n,
-                                              unsigned int* __restrict__ ticket,
-                                              float* __restrict__ total)
+template <bool STREAMING, bool CHUNKED>
+__device__ __forceinline__ void single_pass(const float* __restrict__ x, float* __restrict__ partial,
+                                            long long n, unsigned int* __restrict__ ticket,
+                                            float* __restrict__ total, float* warp_sums)
 {
-    extern __shared__ float warp_sums[];
     __shared__ bool am_last;
     const float4* x4 = reinterpret_cast<const float4*>(x);
     long long n4 = n / 4;
-    long long stride = (long long)gridDim.x * blockDim.x;
+    // Grid-stride order (blocks interleaved), or CHUNKED: each block sweeps
+    // its own contiguous n4 / gridDim.x slice, as CUB does.
+    long long begin = 0, end = n4, step = (long long)gridDim.x * blockDim.x;
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (CHUNKED) {
+        long long chunk = (n4 + gridDim.x - 1) / gridDim.x;
+        begin = min(n4, chunk * blockIdx.x);
+        end = min(n4, begin + chunk);
+        step = blockDim.x;
+        i = begin + threadIdx.x;
+    }
     float acc[UNROLL] = {};
-    for (; i + (UNROLL - 1) * stride < n4; i += UNROLL * stride) {
+    for (; i + (UNROLL - 1) * step < end; i += UNROLL * step) {
         float4 q[UNROLL];
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) q[u] = x4[i + u * stride];
+        for (int u = 0; u < UNROLL; ++u) q[u] = STREAMING ? __ldcs(&x4[i + u * step]) : x4[i + u * step];
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) acc[u] += (q[u].x + q[u].y) + (q[u].z + q[u].w);
     }
-    for (; i < n4; i += stride) {
+    for (; i < end; i += step) {
         float4 q = x4[i];
         acc[0] += (q.x + q.y) + (q.z + q.w);
     }
@@ -274,4 +281,31 @@ extern "C" __global__ void reduce_single_pass(const float* __restrict__ x,
         }
     }
 }
+
+extern "C" __global__ void reduce_single_pass(const float* __restrict__ x, float* __restrict__ partial,
+                                              long long n, unsigned int* __restrict__ ticket,
+                                              float* __restrict__ total)
+{
+    extern __shared__ float warp_sums[];  // blockDim.x / 32 floats
+    single_pass<false, false>(x, partial, n, ticket, total, warp_sums);
+}
 // --8<-- [end:reduce_single_pass]
+
+// Tuning experiments for step 7 (kernels/bench/reduction.py measures them):
+// streaming loads (__ldcs: evict-first, the data is read once) and
+// contiguous per-block chunks instead of the grid-stride order.
+extern "C" __global__ void reduce_single_pass_streaming(const float* __restrict__ x, float* __restrict__ partial,
+                                                        long long n, unsigned int* __restrict__ ticket,
+                                                        float* __restrict__ total)
+{
+    extern __shared__ float warp_sums[];  // blockDim.x / 32 floats
+    single_pass<true, false>(x, partial, n, ticket, total, warp_sums);
+}
+
+extern "C" __global__ void reduce_single_pass_chunked(const float* __restrict__ x, float* __restrict__ partial,
+                                                      long long n, unsigned int* __restrict__ ticket,
+                                                      float* __restrict__ total)
+{
+    extern __shared__ float warp_sums[];  // blockDim.x / 32 floats
+    single_pass<false, true>(x, partial, n, ticket, total, warp_sums);
+}
