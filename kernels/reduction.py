@@ -44,7 +44,7 @@ def _check_threads(threads: int) -> None:
 
 
 def grid_size(variant: str, n: int, threads: int, sm_count: int, blocks_per_sm: int | None = None) -> int:
-    per = _PER_THREAD[variant]
+    per = None if variant.startswith("single_pass") else _PER_THREAD[variant]
     if per is None:  # fill the GPU; each thread loops over its share
         if blocks_per_sm is None:
             blocks_per_sm = SINGLE_PASS_BLOCKS_PER_SM if variant.startswith("single_pass") else BLOCKS_PER_SM
