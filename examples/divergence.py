@@ -28,6 +28,24 @@ from kernels.divergence import branch_numba, reference  # noqa: E402
 
 
 # %%
+# --8<-- [start:numba_check]
+def check_branch(kernel, n=1000, split=16, iters=16, threads=64):
+    """Launch a branch kernel by hand and compare with the host reference."""
+    import numpy as np
+    from numba import cuda
+
+    from kernels.divergence import reference
+
+    x = np.random.default_rng(split).random(n, dtype=np.float32) + np.float32(0.5)
+    out = cuda.to_device(np.full(n, np.nan, dtype=np.float32))  # poison
+    kernel[(n + threads - 1) // threads, threads](cuda.to_device(x), out, n, split, iters)
+    err = np.max(np.abs(out.copy_to_host() - reference(x, split, iters)))
+    assert err < 1e-5, err
+    print(f"split {split}: max |error| = {err:.1e}")
+# --8<-- [end:numba_check]
+
+
+# %%
 # --8<-- [start:cupy_split]
 def time_splits(n, iters=1024, splits=(0, 1, 16, 31, 32)):
     """Time both kernels for several splits; returns {(kind, split): ms}."""

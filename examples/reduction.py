@@ -22,8 +22,6 @@ ROOT = Path(__file__).resolve().parents[1] if "__file__" in globals() else Path.
 sys.path.insert(0, str(ROOT))
 import kernels  # noqa: E402,F401  (picks Numba's simulator when there is no GPU)
 from kernels.device import has_gpu, numba_simulator  # noqa: E402
-from kernels.reduction import (NUMBA_GPU_ONLY, NUMBA_KERNELS, VARIANTS,  # noqa: E402,F401
-                               reduce_first_add_kernel, reduce_sequential_kernel)
 
 # %%
 # --8<-- [start:check]
@@ -41,21 +39,22 @@ def check_sum(sum_fn, n, seed=0):
 
 
 # %%
-# --8<-- [start:numba_one_pass]
-import math
+# --8<-- [start:numba_ladder]
+def check_numba_ladder(n, threads=64):
+    """Every Numba step through its wrapper (the simulator skips the shuffle step)."""
+    from numba import cuda
 
-import numpy as np
-from numba import cuda
+    from kernels.device import numba_simulator
+    from kernels.reduction import NUMBA_GPU_ONLY, NUMBA_KERNELS, reduce_sum_numba
 
-
-def sum_with_kernel(kernel, x_host, threads=64, per_thread=1):
-    """One pass of a Numba ladder kernel; the few partial sums on the host."""
-    n = x_host.size
-    blocks = math.ceil(n / (per_thread * threads))
-    partial = cuda.device_array(blocks, dtype=np.float32)
-    kernel[blocks, threads](cuda.to_device(x_host), partial, n)
-    return partial.copy_to_host().astype(np.float64).sum()
-# --8<-- [end:numba_one_pass]
+    for variant in NUMBA_KERNELS:
+        if variant in NUMBA_GPU_ONLY and numba_simulator():
+            print(f"{variant:20s} skipped: warp shuffles need a GPU")
+            continue
+        print(f"{variant:20s}", end=" ")
+        check_sum(lambda x: float(reduce_sum_numba(cuda.to_device(x), variant=variant, threads=threads)
+                                  .copy_to_host()[0]), n)
+# --8<-- [end:numba_ladder]
 
 
 # %%
@@ -75,6 +74,7 @@ def cupy_ladder(n, threads=256):
         assert abs(got - want) <= 1e-5 * want, variant
         ms = harness.time_gpu(lambda: reduce_sum_cupy(x, variant=variant, threads=threads))["ms"]
         print(f"{variant:20s} {ms:8.4f} ms  {4 * n / ms / 1e6:7.0f} GB/s  {cub / ms:5.2f}x cupy.sum")
+    return cub
 # --8<-- [end:cupy_ladder]
 
 
@@ -85,17 +85,8 @@ def main(argv=None):
     p.add_argument("--impl", choices=["all", "cupy", "numba"], default="all")
     args, _ = p.parse_known_args(argv)
     if args.impl in ("all", "numba"):
-        from kernels.reduction import reduce_sum_numba
-
-        for variant in NUMBA_KERNELS:
-            if variant in NUMBA_GPU_ONLY and numba_simulator():
-                print(f"numba {variant}: skipped (warp shuffles need a GPU)")
-                continue
-            print(f"numba {variant}:", end=" ")
-            check_sum(lambda x: float(reduce_sum_numba(cuda.to_device(x), variant=variant,
-                                                       threads=64 if numba_simulator() else 256)
-                                      .copy_to_host()[0]), args.size)
-            print("   max |error| within tolerance")
+        check_numba_ladder(args.size, threads=64 if numba_simulator() else 256)
+        print("numba: max |error| within tolerance for every step")
     if args.impl in ("all", "cupy"):
         if not has_gpu():
             print("cupy: skipped (needs a CUDA GPU)")

@@ -93,7 +93,9 @@ def reference(x: np.ndarray, split: int, iters: int) -> np.ndarray:
 
 # --------------------------------------------------------------- Numba --
 
+# --8<-- [start:numba_import]
 from numba import cuda, float32  # noqa: E402
+# --8<-- [end:numba_import]
 
 
 # --8<-- [start:numba_branch_long]
