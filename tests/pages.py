@@ -49,9 +49,10 @@ def read_section(target: str) -> list[str]:
     file = ROOT / path
     if not file.is_file():
         raise SnippetError(f"snippet file not found: {path}")
-    lines = file.read_text().splitlines()
-    if not section:
-        return [ln for ln in lines if not MARKER.search(ln)]
+    text = file.read_text()
+    lines = text.splitlines()
+    if not section:  # a whole file, as pymdownx includes it: its final newline gives a blank line
+        return [ln for ln in lines if not MARKER.search(ln)] + ([""] if text.endswith("\n") else [])
     out, inside, found = [], False, False
     for ln in lines:
         m = MARKER.search(ln)

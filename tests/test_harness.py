@@ -77,3 +77,16 @@ def test_quick_bench_writes_a_valid_file(tmp_path):
     assert results.validate(data) == []
     assert {r["topic"] for r in data["records"]} == {"ceilings", "vector_add"}
     assert list(tmp_path.glob("vector_add-*.svg"))
+
+
+def test_plots_redraw_from_the_results_file_without_a_gpu(tmp_path):
+    src = results.results_path("nvidia-h200")
+    if not src.exists():
+        pytest.skip("no results file committed yet")
+    out = tmp_path / "nvidia-h200.json"
+    out.write_text(src.read_text())
+    env = dict(os.environ, HANDBOOK_FORCE_CPU="1")
+    proc = subprocess.run([sys.executable, "-m", "kernels.bench", "--plots-only", "nvidia-h200", "--out", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert {p.name for p in tmp_path.glob("*.svg")} >= {"vector_add-nvidia-h200.svg", "reduction-nvidia-h200.svg"}

@@ -62,3 +62,11 @@ def test_division_is_a_sequence_and_shifts_are_not():
     assert div["MUFU"] >= 1 and div["IMAD"] > shift["IMAD"], (div, shift)  # reciprocal, then IMAD.HI
     assert shift["MUFU"] == 0 and (shift["SHF"] + shift["LOP3"]) > 0, shift
     assert sum(div.values()) > sum(shift.values())
+
+
+@needs_sass
+def test_four_chain_loop_is_unrolled_further_than_eight():
+    """docs/ilp*.md: "the SASS has 116 FFMA against 40"."""
+    f4 = sass.opcodes(sass.sass("ilp.cu", "ilp_chains_4"))["FFMA"]
+    f8 = sass.opcodes(sass.sass("ilp.cu", "ilp_chains_8"))["FFMA"]
+    assert (f4, f8) == (116, 40), (f4, f8)

@@ -15,7 +15,18 @@ def main(argv=None) -> int:
     p.add_argument("--topics", nargs="*", default=sorted(TOPICS), choices=sorted(TOPICS))
     p.add_argument("--quick", action="store_true", help="fewer sizes and shorter loops (a smoke run)")
     p.add_argument("--out", default=None, help="results file (default docs/assets/results/<gpu>.json)")
+    p.add_argument("--plots-only", metavar="GPU_SLUG",
+                   help="measure nothing: redraw the plots of --topics from the committed results file "
+                        "of that GPU (e.g. nvidia-h200); works without a GPU")
     args = p.parse_args(argv)
+    if args.plots_only:
+        path = results.results_path(args.plots_only) if args.out is None else Path(args.out)
+        data = results.load(path)
+        for name in args.topics:
+            if name in data.get("topics", {}):
+                for plot in TOPICS[name].plot(data, path.parent):
+                    print(f"[bench] redrew {plot}")
+        return 0
     if not has_gpu():
         print("make bench needs a CUDA GPU and found none (the CUDA driver reports no device). "
               "Run it on a GPU machine; `make test` works without one.", file=sys.stderr)
