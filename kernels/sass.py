@@ -126,12 +126,32 @@ def listing_text(src: str, kernel: str) -> str:
             + "\n".join(sass(src, kernel)) + "\n")
 
 
+# Instruction-count tables the pages include: (file name, source, kernels).
+COUNTED = [("int_counts.md", "ilp.cu", ("int_div_mod", "int_shift_mask"))]
+
+
+def counts_table(src: str, kernels: tuple[str, ...]) -> str:
+    """A Markdown table: instructions per opcode in each kernel's SASS (whole kernel)."""
+    counts = {k: opcodes(sass(src, k)) for k in kernels}
+    ops = sorted(set().union(*counts.values()), key=lambda o: (-sum(c[o] for c in counts.values()), o))
+    lines = ["| SASS | " + " | ".join(f"`{k}`" for k in kernels) + " |",
+             "|---|" + "---:|" * len(kernels)]
+    for op in ops:
+        lines.append(f"| `{op}` | " + " | ".join(str(counts[k][op]) for k in kernels) + " |")
+    lines.append("| **Σ** | " + " | ".join(f"**{sum(counts[k].values())}**" for k in kernels) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def write_listings() -> list[Path]:
     LISTINGS.mkdir(parents=True, exist_ok=True)
     written = []
     for src, kernel in SHOWN:
         path = LISTINGS / f"{kernel}.sass"
         path.write_text(listing_text(src, kernel))
+        written.append(path)
+    for name, src, kernels in COUNTED:
+        path = LISTINGS / name
+        path.write_text(counts_table(src, kernels))
         written.append(path)
     return written
 

@@ -86,3 +86,6 @@ def test_committed_listings_are_current():
     for src, kernel in sass.SHOWN:
         path = sass.LISTINGS / f"{kernel}.sass"
         assert path.read_text() == sass.listing_text(src, kernel), f"run python -m kernels.sass ({path.name})"
+    for name, src, kernels in sass.COUNTED:
+        path = sass.LISTINGS / name
+        assert path.read_text() == sass.counts_table(src, kernels), f"run python -m kernels.sass ({name})"
