@@ -127,7 +127,7 @@ def listing_text(src: str, kernel: str) -> str:
 
 
 # Instruction-count tables the pages include: (file name, source, kernels).
-COUNTED = [("int_counts.md", "ilp.cu", ("int_div_mod", "int_shift_mask"))]
+COUNTED = [("int_counts.table", "ilp.cu", ("int_div_mod", "int_shift_mask"))]
 
 
 def counts_table(src: str, kernels: tuple[str, ...]) -> str:
