@@ -78,3 +78,19 @@ def require_block_size(name: str, threads: int) -> None:
         raise TypeError(f"{name} must be an int, got {_kind(threads)}")
     if not 32 <= threads <= 1024 or threads % 32:
         raise ValueError(f"{name} must be a multiple of 32 between 32 and 1024, got {threads}")
+
+
+def require_vector(name: str, x, dtype, *, lib: str):
+    """A 1-D, C-contiguous device array of `dtype`; lib is "cupy" or "numba"."""
+    (require_cupy_array if lib == "cupy" else require_numba_array)(name, x)
+    require_dtype(name, x, dtype)
+    require_ndim(name, x, 1)
+    require_contiguous(name, x)
+    return x
+
+
+def require_vector_like(name: str, out, like_name: str, like, dtype, *, lib: str):
+    """An output vector: as require_vector, with the shape of `like`."""
+    require_vector(name, out, dtype, lib=lib)
+    require_same_shape(name, out, like_name, like)
+    return out

@@ -10,6 +10,9 @@ import ctypes
 import functools
 import os
 import sys
+from pathlib import Path
+
+CUDA_DIR = Path(__file__).with_name("cuda")
 
 
 @functools.cache
@@ -54,3 +57,11 @@ def select_numba_target() -> None:
 def numba_simulator() -> bool:
     """True when Numba's CUDA target is the simulator."""
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
+
+
+@functools.cache
+def cupy_module(source: str):
+    """kernels/cuda/<source> compiled once per process by CuPy's RawModule (NVRTC)."""
+    import cupy as cp
+
+    return cp.RawModule(code=(CUDA_DIR / source).read_text(), options=("--std=c++17",))

@@ -3,29 +3,22 @@ long-branch kernel in Numba (it runs in the CUDA simulator too)."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import numpy as np
 
 from . import checks
+from .device import cupy_module
 
 CUDA_SOURCE = Path(__file__).with_name("cuda") / "divergence.cu"
 BRANCHES = ("branch_long", "branch_short")
 SEED = ("seed_if_else", "seed_ternary")
 
 
-@functools.cache
-def _cupy_module():
-    import cupy as cp
-
-    return cp.RawModule(code=CUDA_SOURCE.read_text(), options=("--std=c++17",))
-
-
 def cupy_kernel(name: str):
     if name not in BRANCHES + SEED:
         raise ValueError(f"kernel must be one of {BRANCHES + SEED}, got {name!r}")
-    return _cupy_module().get_function(name)
+    return cupy_module(CUDA_SOURCE.name).get_function(name)
 
 
 def _check_split_iters(split: int, iters: int) -> None:
@@ -40,10 +33,7 @@ def branch_cupy(x, out=None, *, split: int, iters: int, kind: str = "branch_long
     """Lanes [0, split) of each warp take path A, the rest path B; returns out."""
     import cupy as cp
 
-    checks.require_cupy_array("x", x)
-    checks.require_dtype("x", x, np.float32)
-    checks.require_ndim("x", x, 1)
-    checks.require_contiguous("x", x)
+    checks.require_vector("x", x, np.float32, lib="cupy")
     checks.require_block_size("threads", threads)
     _check_split_iters(split, iters)
     if kind not in BRANCHES:
@@ -51,10 +41,7 @@ def branch_cupy(x, out=None, *, split: int, iters: int, kind: str = "branch_long
     if out is None:
         out = cp.empty_like(x)
     else:
-        checks.require_cupy_array("out", out)
-        checks.require_dtype("out", out, np.float32)
-        checks.require_contiguous("out", out)
-        checks.require_same_shape("out", out, "x", x)
+        checks.require_vector_like("out", out, "x", x, np.float32, lib="cupy")
     n = x.size
     if n:
         blocks = (n + threads - 1) // threads
@@ -65,10 +52,7 @@ def branch_cupy(x, out=None, *, split: int, iters: int, kind: str = "branch_long
 
 def seed_cupy(data, threshold: float, *, kind: str = "seed_if_else", threads: int = 256):
     """The source's example, in place: data > threshold ? data * 2 : data / 2."""
-    checks.require_cupy_array("data", data)
-    checks.require_dtype("data", data, np.float32)
-    checks.require_ndim("data", data, 1)
-    checks.require_contiguous("data", data)
+    checks.require_vector("data", data, np.float32, lib="cupy")
     checks.require_block_size("threads", threads)
     if kind not in SEED:
         raise ValueError(f"kind must be one of {SEED}, got {kind!r}")
@@ -115,19 +99,14 @@ def branch_long_kernel(x, out, n, split, iters):
 
 
 def branch_numba(x, out=None, *, split: int, iters: int, threads: int = 256):
-    checks.require_numba_array("x", x)
-    checks.require_dtype("x", x, np.float32)
-    checks.require_ndim("x", x, 1)
-    checks.require_contiguous("x", x)
+    checks.require_vector("x", x, np.float32, lib="numba")
     checks.require_block_size("threads", threads)
     _check_split_iters(split, iters)
     n = x.shape[0]
     if out is None:
         out = cuda.device_array(n, dtype=np.float32)
     else:
-        checks.require_numba_array("out", out)
-        checks.require_dtype("out", out, np.float32)
-        checks.require_same_shape("out", out, "x", x)
+        checks.require_vector_like("out", out, "x", x, np.float32, lib="numba")
     if n:
         branch_long_kernel[(n + threads - 1) // threads, threads](x, out, n, split, iters)
     return out

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import numpy as np
 
 from . import checks
+from .device import cupy_module
 
 CUDA_SOURCE = Path(__file__).with_name("cuda") / "ilp.cu"
 CHAINS = (1, 2, 4, 8, 16, 32)
@@ -15,17 +15,10 @@ FMA_KERNELS = tuple(f"ilp_chains_{k}" for k in CHAINS) + ("ilp_chain_unrolled", 
 INT_KERNELS = ("int_div_mod", "int_shift_mask")
 
 
-@functools.cache
-def _cupy_module():
-    import cupy as cp
-
-    return cp.RawModule(code=CUDA_SOURCE.read_text(), options=("--std=c++17",))
-
-
 def cupy_kernel(name: str):
     if name not in FMA_KERNELS + INT_KERNELS:
         raise ValueError(f"kernel must be one of {FMA_KERNELS + INT_KERNELS}, got {name!r}")
-    return _cupy_module().get_function(name)
+    return cupy_module(CUDA_SOURCE.name).get_function(name)
 
 
 def resources(name: str) -> dict:
@@ -40,10 +33,7 @@ def fma_chains_cupy(x, out=None, *, kernel: str = "ilp_chains_4", iters: int = 1
     """Run one FMA kernel: one thread per element of x; iters FMAs per thread."""
     import cupy as cp
 
-    checks.require_cupy_array("x", x)
-    checks.require_dtype("x", x, np.float32)
-    checks.require_ndim("x", x, 1)
-    checks.require_contiguous("x", x)
+    checks.require_vector("x", x, np.float32, lib="cupy")
     checks.require_block_size("threads", threads)
     if kernel not in FMA_KERNELS:
         raise ValueError(f"kernel must be one of {FMA_KERNELS}, got {kernel!r}")
@@ -76,10 +66,7 @@ def int_cupy(x, out=None, *, kernel: str = "int_div_mod", divisor_log2: int = 5,
     """v = v / d + v % d + i (or the shift/mask form with d = 2**divisor_log2), iters times."""
     import cupy as cp
 
-    checks.require_cupy_array("x", x)
-    checks.require_dtype("x", x, np.uint32)
-    checks.require_ndim("x", x, 1)
-    checks.require_contiguous("x", x)
+    checks.require_vector("x", x, np.uint32, lib="cupy")
     checks.require_block_size("threads", threads)
     if kernel not in INT_KERNELS:
         raise ValueError(f"kernel must be one of {INT_KERNELS}, got {kernel!r}")

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from . import checks
-from .device import numba_simulator
+from .device import cupy_module, numba_simulator
 
 CUDA_SOURCE = Path(__file__).with_name("cuda") / "reduction.cu"
 VARIANTS = ("interleaved_modulo", "interleaved_strided", "sequential", "first_add",
@@ -54,17 +54,10 @@ def grid_size(variant: str, n: int, threads: int, sm_count: int, blocks_per_sm: 
 
 # ---------------------------------------------------------------- CuPy --
 
-@functools.cache
-def _cupy_module():
-    import cupy as cp
-
-    return cp.RawModule(code=CUDA_SOURCE.read_text(), options=("--std=c++17",))
-
-
 def cupy_kernel(variant: str):
     if variant not in VARIANTS + TUNING:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    return _cupy_module().get_function(f"reduce_{variant}")
+    return cupy_module(CUDA_SOURCE.name).get_function(f"reduce_{variant}")
 
 
 def _launch_cupy(variant: str, x, threads: int, sms: int, blocks_per_sm=None):
@@ -91,10 +84,7 @@ def reduce_sum_cupy(x, *, variant: str = "single_pass", threads: int | None = No
     """Sum of a float32 cupy array; returns a 0-d cupy array (float32)."""
     import cupy as cp
 
-    checks.require_cupy_array("x", x)
-    checks.require_dtype("x", x, np.float32)
-    checks.require_ndim("x", x, 1)
-    checks.require_contiguous("x", x)
+    checks.require_vector("x", x, np.float32, lib="cupy")
     if variant not in VARIANTS + TUNING:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     if threads is None:
@@ -262,10 +252,7 @@ def _launch_numba(variant: str, x, threads: int, sms: int):
 
 def reduce_sum_numba(x, *, variant: str = "grid_stride", threads: int = 256):
     """Sum of a float32 Numba device array; returns a device array of shape (1,)."""
-    checks.require_numba_array("x", x)
-    checks.require_dtype("x", x, np.float32)
-    checks.require_ndim("x", x, 1)
-    checks.require_contiguous("x", x)
+    checks.require_vector("x", x, np.float32, lib="numba")
     _check_threads(threads)
     if variant not in NUMBA_KERNELS:
         raise ValueError(f"variant must be one of {tuple(NUMBA_KERNELS)}, got {variant!r}")

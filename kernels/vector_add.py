@@ -11,13 +11,12 @@ C-contiguous, matching shapes) before anything is launched.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import numpy as np
 
 from . import checks
-from .device import numba_simulator
+from .device import cupy_module, numba_simulator
 
 CUDA_SOURCE = Path(__file__).with_name("cuda") / "vector_add.cu"
 VARIANTS = ("guard", "grid_stride")
@@ -26,18 +25,11 @@ _CUDA_NAMES = {"guard": "vector_add", "grid_stride": "vector_add_grid_stride"}
 
 # ---------------------------------------------------------------- CuPy --
 
-@functools.cache
-def _cupy_module():
-    import cupy as cp
-
-    return cp.RawModule(code=CUDA_SOURCE.read_text(), options=("--std=c++17",))
-
-
 def cupy_kernel(variant: str = "guard"):
     """The compiled RawKernel of one variant (for launching by hand)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    return _cupy_module().get_function(_CUDA_NAMES[variant])
+    return cupy_module(CUDA_SOURCE.name).get_function(_CUDA_NAMES[variant])
 
 
 def grid_stride_blocks(threads: int, sm_count: int) -> int:
@@ -51,12 +43,8 @@ def vector_add_cupy(a, b, out=None, *, threads: int = 256, variant: str = "guard
     import cupy as cp
 
     # 1. check the arguments: device arrays, dtype, rank, layout, shape
-    for name, x in (("a", a), ("b", b)):
-        checks.require_cupy_array(name, x)
-        checks.require_dtype(name, x, np.float32)
-        checks.require_ndim(name, x, 1)
-        checks.require_contiguous(name, x)
-    checks.require_same_shape("b", b, "a", a)
+    checks.require_vector("a", a, np.float32, lib="cupy")
+    checks.require_vector_like("b", b, "a", a, np.float32, lib="cupy")
     checks.require_block_size("threads", threads)
     kernel = cupy_kernel(variant)
     n = a.size
@@ -64,10 +52,7 @@ def vector_add_cupy(a, b, out=None, *, threads: int = 256, variant: str = "guard
     if out is None:
         out = cp.empty_like(a)
     else:
-        checks.require_cupy_array("out", out)
-        checks.require_dtype("out", out, np.float32)
-        checks.require_contiguous("out", out)
-        checks.require_same_shape("out", out, "a", a)
+        checks.require_vector_like("out", out, "a", a, np.float32, lib="cupy")
     if n == 0:
         return out
     # 3. the grid: round up to whole blocks, or fill the GPU once
@@ -118,12 +103,8 @@ def numba_grid_stride_blocks(threads: int) -> int:
 
 def vector_add_numba(a, b, out=None, *, threads: int = 256, variant: str = "guard"):
     """out = a + b on the GPU with the Numba kernel; returns out."""
-    for name, x in (("a", a), ("b", b)):
-        checks.require_numba_array(name, x)
-        checks.require_dtype(name, x, np.float32)
-        checks.require_ndim(name, x, 1)
-        checks.require_contiguous(name, x)
-    checks.require_same_shape("b", b, "a", a)
+    checks.require_vector("a", a, np.float32, lib="numba")
+    checks.require_vector_like("b", b, "a", a, np.float32, lib="numba")
     checks.require_block_size("threads", threads)
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
@@ -131,10 +112,7 @@ def vector_add_numba(a, b, out=None, *, threads: int = 256, variant: str = "guar
     if out is None:
         out = cuda.device_array(n, dtype=np.float32)
     else:
-        checks.require_numba_array("out", out)
-        checks.require_dtype("out", out, np.float32)
-        checks.require_contiguous("out", out)
-        checks.require_same_shape("out", out, "a", a)
+        checks.require_vector_like("out", out, "a", a, np.float32, lib="numba")
     if n == 0:
         return out
     if variant == "guard":

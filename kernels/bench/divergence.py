@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import results
+from . import plotting
 
 TOPIC = "divergence"
 N = 1 << 22
@@ -75,15 +76,9 @@ def measure(quick: bool = False) -> list[dict]:
 
 
 def plot(data: dict, out_dir: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "gpu-handbook"
     rows = results.select(data, TOPIC)
     env = data["topics"][TOPIC]["env"]
-    fig, ax = plt.subplots(figsize=(7, 3.8))
+    fig, ax = plotting.new_figure(7, 3.8)
     for kind, style in (("branch_long", "o-"), ("branch_short", "s--")):
         by_split = {r["split"]: r["ms"] for r in rows if r.get("kernel") == kind}
         ax.plot(range(len(SPLITS)), [by_split[s] for s in SPLITS], style, label=kind)
@@ -91,14 +86,9 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     ax.set_xlabel("lanes per warp on path A (split); the rest take path B")
     ax.set_ylabel("time (ms)")
     ax.set_ylim(bottom=0)
-    ax.set_title(f"cost of a split warp, {env['gpu']}, {env['date'][:10]}", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(out_dir) / f"{TOPIC}-{env['gpu_slug']}.svg"
-    fig.savefig(path, metadata={"Date": None})
-    plt.close(fig)
-    return [path]
+    return plotting.save(fig, ax, TOPIC, env, out_dir, "cost of a split warp")
 
 
 def summary(data: dict) -> list[str]:

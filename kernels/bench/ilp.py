@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import results
+from . import plotting
 
 TOPIC = "ilp"
 ITERS = 1 << 16
@@ -76,18 +77,12 @@ def measure(quick: bool = False) -> list[dict]:
 
 
 def plot(data: dict, out_dir: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "gpu-handbook"
     rows = [r for r in results.select(data, TOPIC) if r.get("config") == "latency_bound"]
     env = data["topics"][TOPIC]["env"]
     order = [f"ilp_chains_{k}" for k in (1, 2, 4, 8, 16, 32)] + ["ilp_chain_unrolled", "ilp_chains_32_capped"]
     by = {r["kernel"]: r for r in rows}
     names = [k for k in order if k in by]
-    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    fig, ax = plotting.new_figure(7.5, 3.8)
     colors = ["tab:blue"] * 6 + ["tab:orange", "tab:red"]
     ax.bar(range(len(names)), [by[k]["tflops"] for k in names], color=colors[: len(names)])
     for i, k in enumerate(names):
@@ -95,14 +90,9 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
                 ha="center", va="bottom", fontsize=7)
     ax.set_xticks(range(len(names)), [k.replace("ilp_", "").replace("_", "\n") for k in names], fontsize=8)
     ax.set_ylabel("TFLOP/s (FP32 FMA)")
-    ax.set_title(f"one warp per scheduler: ILP from independent chains, {env['gpu']}, {env['date'][:10]}", fontsize=9)
     ax.grid(True, axis="y", alpha=0.3)
     ax.margins(y=0.15)
-    fig.tight_layout()
-    path = Path(out_dir) / f"{TOPIC}-{env['gpu_slug']}.svg"
-    fig.savefig(path, metadata={"Date": None})
-    plt.close(fig)
-    return [path]
+    return plotting.save(fig, ax, TOPIC, env, out_dir, "one warp per scheduler: ILP from independent chains", fontsize=9)
 
 
 def summary(data: dict) -> list[str]:

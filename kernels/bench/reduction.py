@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import results
+from . import plotting
 
 TOPIC = "reduction"
 N = 1 << 28
@@ -72,17 +73,11 @@ def measure(quick: bool = False) -> list[dict]:
 
 
 def plot(data: dict, out_dir: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "gpu-handbook"
     from .. import reduction as red
 
     rows = {(r["impl"], r["variant"]): r for r in results.select(data, TOPIC)}
     env = data["topics"][TOPIC]["env"]
-    fig, ax = plt.subplots(figsize=(7.5, 4))
+    fig, ax = plotting.new_figure(7.5, 4)
     labels, cupy_vals, numba_vals = [], [], []
     for v in red.VARIANTS:
         labels.append(v.replace("_", "\n", 1))
@@ -96,14 +91,9 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     ax.set_xticks(xs, labels, fontsize=8)
     ax.set_ylabel("fraction of copy ceiling")
     ax.set_ylim(0, 1.1)
-    ax.set_title(f"FP32 sum of 2^28 elements, {env['gpu']}, {env['date'][:10]}", fontsize=10)
     ax.legend(fontsize=8, loc="upper left")
     ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
-    path = Path(out_dir) / f"{TOPIC}-{env['gpu_slug']}.svg"
-    fig.savefig(path, metadata={"Date": None})
-    plt.close(fig)
-    return [path]
+    return plotting.save(fig, ax, TOPIC, env, out_dir, "FP32 sum of 2^28 elements")
 
 
 def summary(data: dict) -> list[str]:

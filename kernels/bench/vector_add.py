@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import results
+from . import plotting
 
 TOPIC = "vector_add"
 SIZES = [1 << p for p in range(16, 29)]
@@ -122,16 +123,10 @@ def measure(quick: bool = False) -> list[dict]:
 
 
 def plot(data: dict, out_dir: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "gpu-handbook"  # stable SVG ids between runs
     rows = results.select(data, TOPIC)
     env = data["topics"][TOPIC]["env"]
     ceiling = next(r for r in rows if r["variant"] == "ceiling")
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plotting.new_figure(7, 4)
     styles = {("cupy", "guard"): "o-", ("cupy", "grid_stride"): "s-",
               ("numba", "guard"): "o--", ("numba", "grid_stride"): "s--",
               ("cuda_memcpy", "same_size"): "k:"}
@@ -146,14 +141,9 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     ax.set_xlabel("elements n (float32; 12 bytes moved per element)")
     ax.set_ylabel(f"fraction of copy ceiling ({ceiling['gbps']:.0f} GB/s)")
     ax.set_ylim(0, 1.1)
-    ax.set_title(f"vector add bandwidth, {env['gpu']}, {env['date'][:10]}", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    path = Path(out_dir) / f"{TOPIC}-{env['gpu_slug']}.svg"
-    fig.savefig(path, metadata={"Date": None})
-    plt.close(fig)
-    return [path]
+    return plotting.save(fig, ax, TOPIC, env, out_dir, "vector add bandwidth")
 
 
 def summary(data: dict) -> list[str]:
