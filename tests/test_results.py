@@ -104,12 +104,15 @@ def test_hook_renders_directives_and_missing_topics():
     assert "尚未测量" in out
 
 
-def _vector_add_ratios():
+def _rows(topic):
     data = results.load(results.results_path("nvidia-h200"))
-    if "vector_add" not in data.get("topics", {}):
-        pytest.skip("no vector_add results committed yet (make bench on a GPU writes them)")
-    return {(r["impl"], r["variant"], r["shape"][0]): r["ratio"]
-            for r in results.select(data, "vector_add")}
+    if topic not in data.get("topics", {}):
+        pytest.skip(f"no {topic} results committed yet (make bench on a GPU writes them)")
+    return results.select(data, topic)
+
+
+def _vector_add_ratios():
+    return {(r["impl"], r["variant"], r["shape"][0]): r["ratio"] for r in _rows("vector_add")}
 
 
 def test_programming_model_page_claims_hold():
@@ -143,13 +146,6 @@ def test_hook_keeps_blank_lines_between_directives():
     md = "<!-- results-plot topic=x -->\n\n<!-- results-table topic=x columns=impl -->\n\nnext\n"
     out = hook.render(md, "a.md", "en", "no-such-gpu")
     assert out.count("\n\n") >= 2 and out.endswith("\n\nnext\n"), repr(out)
-
-
-def _rows(topic):
-    data = results.load(results.results_path("nvidia-h200"))
-    if topic not in data.get("topics", {}):
-        pytest.skip(f"no {topic} results committed yet (make bench on a GPU writes them)")
-    return results.select(data, topic)
 
 
 def test_divergence_page_claims_hold():

@@ -141,3 +141,21 @@ def test_cupy_wrapper_rejects_bad_input(case):
 
     desc, call, exc, words = bad_calls(cp.asarray, vector_add_cupy)[case]
     check_bad(call, exc, words)
+
+
+def test_grid_stride_sass_issues_eight_loads_before_a_store():
+    """docs/programming-model*.md: the unrolled grid-stride loop issues all
+    eight loads of an iteration before its first store."""
+    from kernels import sass
+
+    if not sass.available():
+        pytest.skip("needs nvcc, cuobjdump and nvdisasm")
+    ops = [ln.split("*/ ", 1)[1].split()[0].split(".")[0] for ln in sass.sass("vector_add.cu", "vector_add_grid_stride")]
+    longest, run = 0, 0
+    for op in ops:
+        if op == "LDG":
+            run += 1
+            longest = max(longest, run)
+        elif op == "STG":
+            run = 0
+    assert longest >= 8, ops
