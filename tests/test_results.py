@@ -91,12 +91,18 @@ def test_committed_results_files_are_valid():
         pytest.skip("no results file committed yet (make bench on a GPU writes one)")
 
 
-def test_hook_renders_directives_and_missing_topics():
+@pytest.fixture(scope="module")
+def hook():
+    """docs/hooks/results.py, loaded as MkDocs loads it (by path)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("results_hook", results.ROOT / "docs/hooks/results.py")
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_hook_renders_directives_and_missing_topics(hook):
     md = "a\n<!-- results-table topic=no_such_topic columns=impl -->\nb\n"
     out = hook.render(md, "x.en.md", "en", "no-such-gpu")
     assert "Not measured yet" in out and "results-table" not in out
@@ -137,12 +143,7 @@ def test_programming_model_page_claims_hold():
     assert all(0.7 < ratio[(i, v, big)] < 1.0 for i, v in kernels)
 
 
-def test_hook_keeps_blank_lines_between_directives():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("results_hook2", results.ROOT / "docs/hooks/results.py")
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
+def test_hook_keeps_blank_lines_between_directives(hook):
     md = "<!-- results-plot topic=x -->\n\n<!-- results-table topic=x columns=impl -->\n\nnext\n"
     out = hook.render(md, "a.md", "en", "no-such-gpu")
     assert out.count("\n\n") >= 2 and out.endswith("\n\nnext\n"), repr(out)

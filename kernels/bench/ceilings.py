@@ -18,27 +18,36 @@ from .. import results
 TOPIC = "ceilings"
 
 
+def copy_ceiling_record(topic: str, variant: str = "ceiling") -> tuple[dict, dict]:
+    """Measure the device-to-device copy ceiling (1 GiB) and make its record
+    for `topic`: the reference the topic's bandwidth ratios divide by."""
+    from .. import harness
+
+    c = harness.copy_ceiling(1 << 30)
+    if not c["exact"]:
+        raise RuntimeError("the device-to-device copy did not reproduce its source")
+    n = c["nbytes"] // 4
+    rid = results.record_id(topic, "cuda_memcpy", variant, [n], "float32")
+    return {"id": rid, "topic": topic, "impl": "cuda_memcpy", "variant": variant, "shape": [n],
+            "dtype": "float32", "ms": c["ms"], "gbps": c["gbps"], "ref": rid, "ratio": 1.0,
+            "rel_err": 0.0, "bytes": 2 * c["nbytes"]}, c
+
+
 def measure(quick: bool = False) -> list[dict]:
     import cupy as cp
 
     from .. import harness
 
-    records = []
-    c = harness.copy_ceiling(1 << 30)
-    if not c["exact"]:
-        raise RuntimeError("the device-to-device copy did not reproduce its source")
-    n = c["nbytes"] // 4
-    rid = results.record_id(TOPIC, "cuda_memcpy", "d2d", [n], "float32")
+    copy, c = copy_ceiling_record(TOPIC, "d2d")
+    n = copy["shape"][0]
     src = cp.random.random(n, dtype=cp.float32)
     dst = cp.empty_like(src)
     rt = cp.cuda.runtime
     stream = cp.cuda.get_current_stream().ptr
     e = harness.measure_energy(
         lambda: rt.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, rt.memcpyDeviceToDevice, stream))
-    records.append({"id": rid, "topic": TOPIC, "impl": "cuda_memcpy", "variant": "d2d", "shape": [n],
-                    "dtype": "float32", "ms": c["ms"], "gbps": c["gbps"], "ref": rid, "ratio": 1.0,
-                    "rel_err": 0.0, "bytes": 2 * c["nbytes"], "avg_power_w": e["avg_power_w"],
-                    "energy_pj_per_byte": e["j_per_call"] / (2 * c["nbytes"]) * 1e12})
+    copy.update(avg_power_w=e["avg_power_w"], energy_pj_per_byte=e["j_per_call"] / copy["bytes"] * 1e12)
+    records = [copy]
     del src, dst
     for size in ([4096] if quick else [4096, 8192]):
         rng = cp.random.default_rng(size)

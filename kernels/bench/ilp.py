@@ -42,7 +42,7 @@ def measure(quick: bool = False) -> list[dict]:
             out.fill(cp.nan)
             ilp.fma_chains_cupy(x[:1024], out[:1024], kernel=name, iters=check_iters, threads=32)
             want = ilp.fma_reference(cp.asnumpy(x[:1024]), chains, check_iters)
-            err = float(np.linalg.norm(cp.asnumpy(out[:1024]) - want) / np.linalg.norm(want))
+            err = harness.rel_err(out[:1024], want)
             if not err < 1e-4:
                 raise RuntimeError(f"{name}: rel_err {err}")
             t = harness.time_gpu(lambda k=name: ilp.fma_chains_cupy(x, out, kernel=k, iters=ITERS, threads=threads),

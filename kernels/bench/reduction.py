@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import results
 from . import plotting
+from .ceilings import copy_ceiling_record
 
 TOPIC = "reduction"
 N = 1 << 28
@@ -28,11 +29,9 @@ def measure(quick: bool = False) -> list[dict]:
     n = N
     x = cp.random.default_rng(7).random(n, dtype=cp.float32)  # uniform [0, 1): never zeros
     ref = float(cp.sum(x, dtype=cp.float64))
-    ceiling = harness.copy_ceiling(1 << 30)
-    ceil_id = results.record_id(TOPIC, "cuda_memcpy", "ceiling", [ceiling["nbytes"] // 4], "float32")
-    records = [{"id": ceil_id, "topic": TOPIC, "impl": "cuda_memcpy", "variant": "ceiling",
-                "shape": [ceiling["nbytes"] // 4], "dtype": "float32", "ms": ceiling["ms"],
-                "gbps": ceiling["gbps"], "ref": ceil_id, "ratio": 1.0, "rel_err": 0.0}]
+    ceiling, _ = copy_ceiling_record(TOPIC)
+    ceil_id = ceiling["id"]
+    records = [ceiling]
 
     def add(impl, variant, fn, value):
         err = abs(value - ref) / abs(ref)

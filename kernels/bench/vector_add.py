@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import results
 from . import plotting
+from .ceilings import copy_ceiling_record
 
 TOPIC = "vector_add"
 SIZES = [1 << p for p in range(16, 29)]
@@ -24,7 +25,6 @@ THREADS = 256
 def _launchers(n: int):
     """(impl, variant) -> a function launching that kernel on (a, b, out)."""
     import cupy as cp
-    from numba import cuda
 
     from .. import vector_add as va
 
@@ -49,16 +49,9 @@ def measure(quick: bool = False) -> list[dict]:
 
     from .. import harness
 
-    ceiling = harness.copy_ceiling(1 << 30)
-    ceil_id = results.record_id(TOPIC, "cuda_memcpy", "ceiling", [ceiling["nbytes"] // 4], "float32")
-    if not ceiling["exact"]:
-        raise RuntimeError("the device-to-device copy did not reproduce its source")
-    records = [{
-        "id": ceil_id, "topic": TOPIC, "impl": "cuda_memcpy", "variant": "ceiling",
-        "shape": [ceiling["nbytes"] // 4], "dtype": "float32", "ms": ceiling["ms"],
-        "gbps": ceiling["gbps"], "ref": ceil_id, "ratio": 1.0,
-        "rel_err": 0.0, "bytes": 2 * ceiling["nbytes"],
-    }]
+    ceiling, _ = copy_ceiling_record(TOPIC)
+    ceil_id = ceiling["id"]
+    records = [ceiling]
     sizes = QUICK_SIZES if quick else SIZES
     rng = cp.random.default_rng(0)
     for n in sizes:
