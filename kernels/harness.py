@@ -45,14 +45,15 @@ def rotation(set_bytes: int, factor: float = 3.0, most: int = 256) -> int:
 
 
 def time_gpu(fn: Callable, arg_sets: Sequence[tuple] = ((),), *, warmup: int = 5,
-             samples: int = 30, min_sample_ms: float = 1.0) -> dict:
+             samples: int = 30, min_sample_ms: float = 1.0, max_seconds: float | None = None) -> dict:
     """Median time of one call of fn(*args), in milliseconds.
 
     Each sample is a batch of calls between two CUDA events, the batch long
     enough (>= min_sample_ms) for the event resolution (~0.5 us) not to
     matter; calls cycle through arg_sets. Launch overhead on the host is
     part of the time when the host cannot keep ahead of the GPU (tiny
-    kernels): that is the real cost of such a call.
+    kernels): that is the real cost of such a call. max_seconds caps the
+    sampling of slow calls (at least 3 samples are taken).
     """
     cp = _cp()
     k = 0
@@ -73,6 +74,8 @@ def time_gpu(fn: Callable, arg_sets: Sequence[tuple] = ((),), *, warmup: int = 5
     end.synchronize()
     one = max(cp.cuda.get_elapsed_time(start, end), 1e-4)
     batch = max(1, min(10_000, math.ceil(min_sample_ms / one)))
+    if max_seconds is not None:
+        samples = max(3, min(samples, int(max_seconds * 1e3 / (one * batch))))
     times = []
     for _ in range(samples):
         start.record()

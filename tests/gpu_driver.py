@@ -71,7 +71,27 @@ def ilp() -> None:
         k.int_cupy(xi, kernel=name, iters=8)
 
 
-DRIVERS = [vector_add, reduction, divergence, ilp]
+def matmul() -> None:
+    import cupy as cp
+
+    from kernels import matmul as mm
+    from kernels.bench.matmul import CONFIGS
+
+    for M, N, K in ((1, 1, 1), (33, 65, 17), (257, 131, 67)):
+        A = cp.random.standard_normal((M, K), dtype=cp.float32)
+        B = cp.random.standard_normal((K, N), dtype=cp.float32)
+        ref = A.astype(cp.float64) @ B.astype(cp.float64)
+        runs = [(v, lambda C, v=v: mm.matmul_cupy(A, B, C, variant=v)) for v in mm.VARIANTS]
+        runs += [(mm.config_name(c), lambda C, c=c: mm.matmul_warptiled_config(A, B, C, c))
+                 for c in CONFIGS]
+        for name, launch in runs:
+            C = cp.full((M, N), cp.nan, dtype=cp.float32)
+            launch(C)
+            err = float(cp.linalg.norm(C - ref) / cp.linalg.norm(ref))
+            assert err < 1e-5, (M, N, K, name, err)
+
+
+DRIVERS = [vector_add, reduction, divergence, ilp, matmul]
 
 
 def main() -> int:

@@ -9,6 +9,6 @@ Each topic module exposes `TOPIC`, `measure(quick) -> list[record]` and
 
 from __future__ import annotations
 
-from . import ceilings, divergence, ilp, reduction, vector_add
+from . import ceilings, divergence, ilp, matmul, reduction, vector_add
 
-TOPICS = {m.TOPIC: m for m in (ceilings, vector_add, reduction, divergence, ilp)}
+TOPICS = {m.TOPIC: m for m in (ceilings, vector_add, reduction, divergence, ilp, matmul)}

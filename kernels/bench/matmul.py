@@ -1,0 +1,195 @@
+"""Topic `matmul`: every step of the FP32 matmul ladder (CUDA C through
+CuPy, and Numba) against cuBLAS SGEMM (cupy.matmul, TF32 off) measured in
+the same run, at 1024^3, 4096^3 and 8192^3.
+
+Each record: time (median of CUDA-event samples), TFLOP/s = 2*M*N*K / t,
+ratio to cuBLAS at the same size, rel_err against a float64 product (the
+output poisoned with NaN first), board energy per useful GFLOP from NVML
+over >= 2 s with its ratio to the naive CUDA C step, the kernel's
+registers, shared and local memory and the driver's occupancy, and the
+arithmetic intensity of its global loads (FLOP per byte requested).
+A sweep of step 8's tuning knobs (CONFIGS) is recorded as variants
+`warptiled_t/<config>` (tuning: true) at 4096^3 and 8192^3.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .. import results
+from . import plotting
+
+TOPIC = "matmul"
+SIZES = (1024, 4096, 8192)
+
+# Step 8's tuning knobs, (BM, BN, BK, WM, WN, TM, TN, THREADS, MIN_BLOCKS,
+# PREFETCH): steps 8 and 9, and the twelve best of a first sweep of 96
+# configurations (every shape of the template that fits 48 KB of static
+# shared memory without spills), re-measured in every run.
+CONFIGS = (
+    (128, 128, 8, 32, 64, 8, 8, 256, 2, False),    # step 8
+    (128, 128, 8, 32, 64, 8, 8, 256, 2, True),     # step 9
+    (128, 128, 16, 32, 128, 8, 16, 128, 2, True),  # step 10
+    (128, 128, 16, 32, 128, 8, 16, 128, 2, False),
+    (128, 128, 16, 128, 32, 8, 16, 128, 2, False),
+    (128, 128, 16, 128, 32, 8, 16, 128, 2, True),
+    (128, 128, 16, 64, 64, 8, 16, 128, 2, True),
+    (128, 128, 16, 64, 32, 8, 8, 256, 2, False),
+    (128, 256, 8, 64, 64, 8, 16, 256, 1, True),
+    (128, 256, 8, 128, 32, 8, 16, 256, 1, True),
+    (128, 256, 8, 32, 128, 8, 16, 256, 1, True),
+    (128, 256, 8, 32, 128, 8, 16, 256, 1, False),
+    (256, 128, 8, 128, 32, 16, 8, 256, 1, True),
+    (256, 128, 8, 128, 32, 16, 8, 256, 1, False),
+)
+
+# FLOP per byte the kernel requests from global memory: a BM x BN tile
+# loads (BM + BN) * BK floats for BM * BN * BK FMAs; one output per thread
+# without tiling loads two floats per FMA.
+INTENSITY_TILE = {"naive": None, "coalesced": None, "smem_tiled16": (16, 16), "smem_tiled32": (32, 32),
+                  "blocktile_1d": (64, 64), "blocktile_2d": (128, 128), "vectorized": (128, 128),
+                  "double_buffered": (128, 128), "warptiled": (128, 128), "register_prefetch": (128, 128),
+                  "autotuned": (128, 128), "numba/naive": None, "numba/smem_tiled": (16, 16),
+                  "numba/register_blocked": (128, 128), "numba/unrolled": (128, 128)}
+
+
+def intensity(tile) -> float:
+    if tile is None:
+        return 2 / 8  # 2 FLOP per 8 bytes
+    bm, bn = tile
+    return 2 * bm * bn / (4 * (bm + bn))
+
+
+def _max_seconds(quick: bool) -> float:
+    return 0.5 if quick else 2.0
+
+
+def measure(quick: bool = False) -> list[dict]:
+    import cupy as cp
+    from numba import cuda
+
+    from .. import harness, matmul as mm
+
+    sizes = (1024,) if quick else SIZES
+    records = []
+    naive_energy = {}
+    for n in sizes:
+        shape = [n, n, n]
+        gflop = 2 * n**3 / 1e9
+        rng = cp.random.default_rng(n)
+        sets = harness.rotation(3 * 4 * n * n)  # A, B, C beyond the L2 cache
+        args = [(rng.standard_normal((n, n), dtype=cp.float32), rng.standard_normal((n, n), dtype=cp.float32),
+                 cp.empty((n, n), dtype=cp.float32)) for _ in range(sets)]
+        A0, B0, _ = args[0]
+        ref = cp.matmul(A0.astype(cp.float64), B0.astype(cp.float64))
+        ref_id = results.record_id(TOPIC, "cublas", "sgemm", shape, "float32")
+
+        nb_args = [tuple(cuda.as_cuda_array(x) for x in a) for a in args]  # the same buffers, for Numba
+
+        def run(impl, variant, fn, extra=None, energy=True, arg_sets=args):
+            C0 = args[0][2]
+            C0.fill(cp.nan)  # an element the kernel leaves unwritten fails the check
+            fn(*arg_sets[0])
+            err = harness.rel_err(C0, ref)
+            if not err < 1e-5:
+                raise RuntimeError(f"{impl} {variant} {n}: rel_err {err}")
+            t = harness.time_gpu(fn, arg_sets, warmup=2, samples=20, max_seconds=_max_seconds(quick))
+            rec = {"id": results.record_id(TOPIC, impl, variant, shape, "float32"), "topic": TOPIC,
+                   "impl": impl, "variant": variant, "shape": shape, "dtype": "float32", "ms": t["ms"],
+                   "tflops": 2 * n**3 / (t["ms"] * 1e-3) / 1e12, "ref": ref_id, "rel_err": err,
+                   "samples": t["samples"]}
+            if energy:
+                e = harness.measure_energy(fn, arg_sets, min_seconds=0.5 if quick else 2.0)
+                rec.update(energy_j_per_gflop=e["j_per_call"] / gflop, avg_power_w=e["avg_power_w"],
+                           energy_seconds=e["seconds"])
+            rec.update(extra or {})
+            records.append(rec)
+            return rec
+
+        cublas = run("cublas", "sgemm", mm.cublas_matmul)
+        for step, variant in enumerate(mm.VARIANTS, start=1):
+            extra = dict(step=step, intensity=intensity(INTENSITY_TILE[variant]),
+                         **mm.kernel_attributes(mm.cupy_kernel(variant), mm.threads_of(variant)))
+            rec = run("cupy", variant, lambda A, B, C, v=variant: mm.matmul_cupy(A, B, C, variant=v), extra)
+            if variant == "naive":
+                naive_energy[n] = rec["energy_j_per_gflop"]
+        for step, variant in enumerate(mm.NUMBA_KERNELS, start=1):
+            run("numba", variant, lambda A, B, C, v=variant: mm.matmul_numba(A, B, C, variant=v),
+                dict(step=step, intensity=intensity(INTENSITY_TILE[f"numba/{variant}"])), arg_sets=nb_args)
+        if n >= 4096:  # step 8's tuning sweep (no energy: time only)
+            for cfg in CONFIGS:
+                kern = mm.warptiled_config_kernel(cfg)
+                bm, bn = cfg[0], cfg[1]
+                run("cupy", f"warptiled_t/{mm.config_name(cfg)}",
+                    lambda A, B, C, c=cfg: mm.matmul_warptiled_config(A, B, C, c),
+                    dict(tuning=True, config=list(cfg), intensity=intensity((bm, bn)),
+                         **mm.kernel_attributes(kern, cfg[7])), energy=False)
+        for r in records:
+            if r["shape"] == shape:
+                r["ratio"] = r["tflops"] / cublas["tflops"]
+                if "energy_j_per_gflop" in r:
+                    r["energy_ratio_to_naive"] = r["energy_j_per_gflop"] / naive_energy[n]
+        del args, nb_args, ref, A0, B0
+        cp.get_default_memory_pool().free_all_blocks()
+    return records
+
+
+LADDER_LABELS = {"naive": "naive", "coalesced": "coalesced", "smem_tiled16": "smem 16",
+                 "smem_tiled32": "smem 32", "blocktile_1d": "1D block", "blocktile_2d": "2D block",
+                 "vectorized": "float4", "double_buffered": "double\nbuffer", "warptiled": "warp\ntile",
+                 "register_prefetch": "register\nprefetch", "autotuned": "auto-\ntuned"}
+
+
+def plot(data: dict, out_dir: Path) -> list[Path]:
+    from .. import matmul as mm
+
+    recs = results.select(data, TOPIC)
+    if not recs:
+        return []
+    env = data["topics"][TOPIC]["env"]
+    sizes = sorted({r["shape"][0] for r in recs})
+    by = {(r["impl"], r["variant"], r["shape"][0]): r for r in recs}
+    paths = []
+    # 1. TFLOP/s per step, one bar group per size, cuBLAS as lines.
+    fig, ax = plotting.new_figure(8, 4.2)
+    xs = np.arange(len(mm.VARIANTS))
+    width = 0.8 / len(sizes)
+    for i, n in enumerate(sizes):
+        vals = [by.get(("cupy", v, n), {}).get("tflops", np.nan) for v in mm.VARIANTS]
+        bars = ax.bar(xs + (i - (len(sizes) - 1) / 2) * width, vals, width, label=f"{n}³")
+        cub = by.get(("cublas", "sgemm", n))
+        if cub:
+            ax.axhline(cub["tflops"], ls="--", lw=1, color=bars.patches[0].get_facecolor(),
+                       label=f"cuBLAS {n}³")
+    ax.set_xticks(xs, [LADDER_LABELS[v] for v in mm.VARIANTS], fontsize=8)
+    ax.set_ylabel("TFLOP/s (FP32)")
+    ax.legend(fontsize=7, ncol=2, loc="upper left")
+    ax.grid(True, axis="y", alpha=0.3)
+    paths += plotting.save(fig, ax, TOPIC, env, out_dir, "FP32 matmul ladder (CUDA C via CuPy)")
+    # 2. Energy per useful GFLOP per step (log scale), CUDA C and Numba, with cuBLAS.
+    fig, ax = plotting.new_figure(8, 4.2)
+    n = 4096 if 4096 in sizes else sizes[-1]
+    labels = [LADDER_LABELS[v] for v in mm.VARIANTS] + [f"numba\n{v.replace('_', ' ')}" for v in mm.NUMBA_KERNELS] \
+        + ["cuBLAS"]
+    keys = [("cupy", v) for v in mm.VARIANTS] + [("numba", v) for v in mm.NUMBA_KERNELS] + [("cublas", "sgemm")]
+    vals = [by.get((i, v, n), {}).get("energy_j_per_gflop", np.nan) for i, v in keys]
+    colors = ["C0"] * len(mm.VARIANTS) + ["C1"] * len(mm.NUMBA_KERNELS) + ["k"]
+    ax.bar(np.arange(len(vals)), vals, color=colors)
+    ax.set_yscale("log")
+    ax.set_xticks(np.arange(len(vals)), labels, fontsize=7)
+    ax.set_ylabel("board energy, J per GFLOP")
+    ax.grid(True, axis="y", alpha=0.3)
+    paths += plotting.save(fig, ax, f"{TOPIC}_energy", env, out_dir, f"Energy per useful GFLOP at {n}³")
+    return paths
+
+
+def summary(data: dict) -> list[str]:
+    out = [f"{'impl':6} {'variant':44} {'n':>5} {'ms':>9} {'TFLOP/s':>7} {'ratio':>6} {'J/GFLOP':>8} "
+           f"{'regs':>4} {'occ':>5} {'rel_err':>8}"]
+    for r in results.select(data, TOPIC):
+        out.append(f"{r['impl']:6} {r['variant']:44} {r['shape'][0]:5} {r['ms']:9.3f} {r['tflops']:7.2f} "
+                   f"{r['ratio']:6.3f} {r.get('energy_j_per_gflop', float('nan')):8.4f} "
+                   f"{r.get('regs', 0):4} {r.get('occupancy', float('nan')):5.2f} {r['rel_err']:8.1e}")
+    return out

@@ -1,0 +1,346 @@
+"""FP32 matrix multiplication C = A @ B: the ladder in CuPy (CUDA C) and Numba.
+
+CUDA C steps (kernels/cuda/matmul.cu), in ladder order:
+    naive, coalesced, smem_tiled16, smem_tiled32, blocktile_1d,
+    blocktile_2d, vectorized, double_buffered, warptiled, register_prefetch,
+    autotuned
+Numba steps (this file): naive, smem_tiled, register_blocked, unrolled;
+all run in the CUDA simulator too (at tiny sizes: it is slow).
+
+Row-major float32 matrices of any M, N, K >= 1: every kernel guards its
+tails. The reference is cuBLAS SGEMM through cupy.matmul (TF32 off).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+
+import numpy as np
+
+from . import checks
+from .device import CUDA_DIR, cupy_module
+
+CUDA_SOURCE = Path(__file__).with_name("cuda") / "matmul.cu"
+VARIANTS = ("naive", "coalesced", "smem_tiled16", "smem_tiled32", "blocktile_1d",
+            "blocktile_2d", "vectorized", "double_buffered", "warptiled", "register_prefetch",
+            "autotuned")
+MAX_ELEMENTS = 2**31 - 1  # the kernels index with int
+
+# (BM, BN, threads) of each CUDA C step: the tile of C one block computes.
+# The first three map one thread to one output with a 2D block.
+_BLOCK_TILE = {"naive": (32, 32, (32, 32)), "coalesced": (32, 32, (32, 32)),
+               "smem_tiled16": (16, 16, (16, 16)), "smem_tiled32": (32, 32, (32, 32)),
+               "blocktile_1d": (64, 64, 512), "blocktile_2d": (128, 128, 256),
+               "vectorized": (128, 128, 256), "double_buffered": (128, 128, 256),
+               "warptiled": (128, 128, 256), "register_prefetch": (128, 128, 256),
+               "autotuned": (128, 128, 128)}
+
+
+def check_operands(A, B, C, *, lib: str) -> tuple[int, int, int]:
+    """A (M x K), B (K x N), C (M x N): float32, 2-D, C-contiguous device
+    arrays (lib "cupy" or "numba") with matching inner dimensions; returns
+    (M, N, K)."""
+    device_check = {"cupy": checks.require_cupy_array, "numba": checks.require_numba_array}.get(lib)
+    for name, x in (("A", A), ("B", B), ("C", C)):
+        if device_check is not None:
+            device_check(name, x)
+        checks.require_dtype(name, x, np.float32)
+        checks.require_ndim(name, x, 2)
+        checks.require_contiguous(name, x)
+    (M, K), (K2, N) = A.shape, B.shape
+    if K2 != K:
+        raise ValueError(f"inner dimensions differ: A is {M}x{K} but B is {K2}x{N} (B must have {K} rows)")
+    if tuple(C.shape) != (M, N):
+        raise ValueError(f"C must have shape ({M}, {N}) for A {tuple(A.shape)} @ B {tuple(B.shape)}, "
+                         f"got {tuple(C.shape)}")
+    if min(M, N, K) < 1:
+        raise ValueError(f"every dimension must be >= 1, got M={M}, N={N}, K={K}")
+    if max(M * K, K * N, M * N) > MAX_ELEMENTS:
+        raise ValueError(f"a matrix has 2^31 elements or more (M={M}, N={N}, K={K}): "
+                         "the kernels index with 32-bit int")
+    return M, N, K
+
+
+def grid(variant: str, M: int, N: int) -> tuple[tuple, tuple]:
+    """(grid, block) of a CUDA C step: one block per BM x BN tile of C."""
+    bm, bn, threads = _BLOCK_TILE[variant]
+    if variant == "naive":  # blockIdx.x runs along M (the uncoalesced mapping)
+        return (math.ceil(M / bm), math.ceil(N / bn)), threads
+    block = threads if isinstance(threads, tuple) else (threads,)
+    return (math.ceil(N / bn), math.ceil(M / bm)), block
+
+
+# ---------------------------------------------------------------- CuPy --
+
+def cupy_kernel(variant: str):
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    return cupy_module(CUDA_SOURCE.name).get_function(f"matmul_{variant}")
+
+
+# --8<-- [start:cupy_wrapper]
+def matmul_cupy(A, B, C=None, *, variant: str = "autotuned"):
+    """C = A @ B for float32 cupy matrices with one step of the ladder;
+    C (M x N) is allocated when not given. Returns C."""
+    import cupy as cp
+
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    if C is None:
+        checks.require_cupy_array("A", A)
+        checks.require_cupy_array("B", B)
+        C = cp.empty((A.shape[0], B.shape[-1]), dtype=cp.float32)
+    M, N, K = check_operands(A, B, C, lib="cupy")
+    blocks, threads = grid(variant, M, N)
+    cupy_kernel(variant)(blocks, threads, (A, B, C, np.int32(M), np.int32(N), np.int32(K)))
+    return C
+# --8<-- [end:cupy_wrapper]
+
+
+# Step 8's tuning knobs: (BM, BN, BK, WM, WN, TM, TN, THREADS, MIN_BLOCKS, PREFETCH).
+def config_name(cfg) -> str:
+    bm, bn, bk, wm, wn, tm, tn, threads, minb, prefetch = cfg
+    return f"{bm}x{bn}x{bk}_w{wm}x{wn}_t{tm}x{tn}_{threads}t_min{minb}" + ("_pf" if prefetch else "")
+
+
+@functools.cache
+def warptiled_config_kernel(cfg):
+    """The step-8 template instantiated at cfg (one NVRTC module per config)."""
+    import cupy as cp
+
+    args = [str(int(v)) if not isinstance(v, bool) else str(v).lower() for v in cfg]
+    name = f"matmul_warptiled_t<{','.join(args)}>"
+    mod = cp.RawModule(code=(CUDA_DIR / CUDA_SOURCE.name).read_text(), options=("--std=c++17",),
+                       name_expressions=[name])
+    return mod.get_function(name)
+
+
+def matmul_warptiled_config(A, B, C, cfg):
+    """Step 8 at any tuning configuration (the sweep of kernels/bench/matmul.py)."""
+    M, N, K = check_operands(A, B, C, lib="cupy")
+    bm, bn, threads = cfg[0], cfg[1], cfg[7]
+    warptiled_config_kernel(tuple(cfg))((math.ceil(N / bn), math.ceil(M / bm)), (threads,),
+                                        (A, B, C, np.int32(M), np.int32(N), np.int32(K)))
+    return C
+
+
+def kernel_attributes(kern, threads: int) -> dict:
+    """Registers, shared and local memory of a compiled kernel (CuPy's view
+    of cuFuncGetAttribute), and the driver's occupancy at `threads`."""
+    import cupy as cp
+
+    blocks = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kern.kernel.ptr, threads, 0)
+    max_warps = cp.cuda.Device().attributes["MaxThreadsPerMultiProcessor"] // 32
+    return {"regs": kern.num_regs, "smem_bytes": kern.shared_size_bytes,
+            "local_bytes": kern.local_size_bytes, "blocks_per_sm": blocks,
+            "occupancy": blocks * (threads // 32) / max_warps}
+
+
+def threads_of(variant: str) -> int:
+    t = _BLOCK_TILE[variant][2]
+    return math.prod(t) if isinstance(t, tuple) else t
+
+
+def cublas_matmul(A, B, C):
+    """The reference: cuBLAS SGEMM through cupy.matmul (FP32; TF32 stays off
+    unless CUPY_TF32=1 is set, which the bench refuses)."""
+    import cupy as cp
+
+    return cp.matmul(A, B, out=C)
+
+
+# --------------------------------------------------------------- Numba --
+
+# --8<-- [start:numba_import]
+from numba import cuda, float32, literal_unroll  # noqa: E402
+
+TILE = 16  # smem_tiled: a TILE x TILE block of threads, one output each
+# register_blocked: a BM x BN tile of C per block of THREADS threads, TM x TN
+# outputs per thread as float4-wide pieces (the layout of step 8 in CUDA C)
+BM, BN, BK, TM, TN = 128, 128, 16, 8, 8
+THREADS = (BM // TM) * (BN // TN)  # 256
+LANES_N = 8  # a warp's 32 lanes as 4 x 8 over a 32 x 64 region
+LANES_M = 32 // LANES_N
+WARPS_N = BN // (LANES_N * TN)  # 2 warps side by side in N, 4 in M
+LDA = BM + 4  # the transposed A tile, padded against bank conflicts
+LOADS = BM * BK // THREADS  # elements of each tile one thread loads (8)
+K_STEPS = tuple(range(BK))  # for literal_unroll: one copy of the body per k
+# --8<-- [end:numba_import]
+
+
+# --8<-- [start:numba_naive]
+@cuda.jit
+def matmul_naive_kernel(A, B, C, M, N, K):
+    col, row = cuda.grid(2)  # x runs along a row of C: coalesced
+    if row < M and col < N:
+        acc = float32(0.0)
+        for k in range(K):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+# --8<-- [end:numba_naive]
+
+
+# --8<-- [start:numba_smem_tiled]
+@cuda.jit
+def matmul_smem_tiled_kernel(A, B, C, M, N, K):
+    As = cuda.shared.array((TILE, TILE), float32)
+    Bs = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    acc = float32(0.0)
+    for k0 in range(0, K, TILE):
+        As[ty, tx] = A[row, k0 + tx] if row < M and k0 + tx < K else float32(0.0)
+        Bs[ty, tx] = B[k0 + ty, col] if k0 + ty < K and col < N else float32(0.0)
+        cuda.syncthreads()  # tiles complete before anyone reads them
+        for k in range(TILE):
+            acc += As[ty, k] * Bs[k, tx]
+        cuda.syncthreads()  # all reads done before the next tile overwrites them
+    if row < M and col < N:
+        C[row, col] = acc
+# --8<-- [end:numba_smem_tiled]
+
+
+# --8<-- [start:numba_load_tiles]
+@cuda.jit(device=True, inline=True)
+def load_tiles(A, B, ra, rb, M, N, K, m0, n0, k0, full):
+    """This thread's LOADS elements of the A and B tiles at k0, into
+    registers; zeros outside the matrices. `full` (the whole tile is
+    inside, the same for the block) skips the bounds tests."""
+    tid = cuda.threadIdx.x
+    for i in range(LOADS):
+        e = tid + i * THREADS
+        m, k = e // BK, e % BK  # A: consecutive threads along a row
+        if full:
+            ra[i] = A[m0 + m, k0 + k]
+        else:
+            ra[i] = A[m0 + m, k0 + k] if m0 + m < M and k0 + k < K else float32(0.0)
+        k, n = e // BN, e % BN  # B: consecutive threads along a row
+        if full:
+            rb[i] = B[k0 + k, n0 + n]
+        else:
+            rb[i] = B[k0 + k, n0 + n] if k0 + k < K and n0 + n < N else float32(0.0)
+
+
+@cuda.jit(device=True, inline=True)
+def store_tiles(As, Bs, ra, rb):
+    """The registers into shared memory, the A tile transposed (As[k, m])."""
+    tid = cuda.threadIdx.x
+    for i in range(LOADS):
+        e = tid + i * THREADS
+        As[e % BK, e // BK] = ra[i]
+        Bs[e // BN, e % BN] = rb[i]
+
+
+@cuda.jit(device=True, inline=True)
+def store_c(C, acc, M, N, row0, col0):
+    for i in range(TM):
+        row = row0 + (i // 4) * (LANES_M * 4) + i % 4
+        for j in range(TN):
+            col = col0 + (j // 4) * (LANES_N * 4) + j % 4
+            if row < M and col < N:
+                C[row, col] = acc[i, j]
+# --8<-- [end:numba_load_tiles]
+
+
+# --8<-- [start:numba_register_blocked]
+@cuda.jit
+def matmul_register_blocked_kernel(A, B, C, M, N, K):
+    As = cuda.shared.array((BK, LDA), float32)
+    Bs = cuda.shared.array((BK, BN), float32)
+    acc = cuda.local.array((TM, TN), float32)  # constant indices after unrolling: registers
+    a = cuda.local.array(TM, float32)
+    b = cuda.local.array(TN, float32)
+    ra = cuda.local.array(LOADS, float32)  # the next tile, on its way from global memory
+    rb = cuda.local.array(LOADS, float32)
+    m0, n0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+    warp, lane = cuda.threadIdx.x // 32, cuda.threadIdx.x % 32
+    wm0 = (warp // WARPS_N) * (LANES_M * TM) + (lane // LANES_N) * 4  # first row of this thread
+    wn0 = (warp % WARPS_N) * (LANES_N * TN) + (lane % LANES_N) * 4    # first column
+    for i in range(TM):
+        for j in range(TN):
+            acc[i, j] = float32(0.0)
+    inside = m0 + BM <= M and n0 + BN <= N
+    load_tiles(A, B, ra, rb, M, N, K, m0, n0, 0, inside and BK <= K)
+    for k0 in range(0, K, BK):
+        store_tiles(As, Bs, ra, rb)
+        cuda.syncthreads()  # the tiles are complete
+        if k0 + BK < K:  # the next tile's loads fly while we compute
+            load_tiles(A, B, ra, rb, M, N, K, m0, n0, k0 + BK, inside and k0 + 2 * BK <= K)
+        for k in range(BK):
+            for i in range(TM):  # pieces of 4, LANES_M * 4 rows apart
+                a[i] = As[k, wm0 + (i // 4) * (LANES_M * 4) + i % 4]
+            for j in range(TN):
+                b[j] = Bs[k, wn0 + (j // 4) * (LANES_N * 4) + j % 4]
+            for i in range(TM):
+                for j in range(TN):
+                    acc[i, j] += a[i] * b[j]
+        cuda.syncthreads()  # all reads done before the next store
+    store_c(C, acc, M, N, m0 + wm0, n0 + wn0)
+# --8<-- [end:numba_register_blocked]
+
+
+# --8<-- [start:numba_unrolled]
+@cuda.jit
+def matmul_unrolled_kernel(A, B, C, M, N, K):
+    As = cuda.shared.array((BK, LDA), float32)
+    Bs = cuda.shared.array((BK, BN), float32)
+    acc = cuda.local.array((TM, TN), float32)
+    a = cuda.local.array(TM, float32)
+    b = cuda.local.array(TN, float32)
+    ra = cuda.local.array(LOADS, float32)
+    rb = cuda.local.array(LOADS, float32)
+    m0, n0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+    warp, lane = cuda.threadIdx.x // 32, cuda.threadIdx.x % 32
+    wm0 = (warp // WARPS_N) * (LANES_M * TM) + (lane // LANES_N) * 4
+    wn0 = (warp % WARPS_N) * (LANES_N * TN) + (lane % LANES_N) * 4
+    for i in range(TM):
+        for j in range(TN):
+            acc[i, j] = float32(0.0)
+    inside = m0 + BM <= M and n0 + BN <= N
+    load_tiles(A, B, ra, rb, M, N, K, m0, n0, 0, inside and BK <= K)
+    for k0 in range(0, K, BK):
+        store_tiles(As, Bs, ra, rb)
+        cuda.syncthreads()
+        if k0 + BK < K:
+            load_tiles(A, B, ra, rb, M, N, K, m0, n0, k0 + BK, inside and k0 + 2 * BK <= K)
+        for k in literal_unroll(K_STEPS):  # k is a constant in each copy of the body
+            for i in range(TM):
+                a[i] = As[k, wm0 + (i // 4) * (LANES_M * 4) + i % 4]
+            for j in range(TN):
+                b[j] = Bs[k, wn0 + (j // 4) * (LANES_N * 4) + j % 4]
+            for i in range(TM):
+                for j in range(TN):
+                    acc[i, j] += a[i] * b[j]
+        cuda.syncthreads()
+    store_c(C, acc, M, N, m0 + wm0, n0 + wn0)
+# --8<-- [end:numba_unrolled]
+
+
+NUMBA_KERNELS = {"naive": matmul_naive_kernel, "smem_tiled": matmul_smem_tiled_kernel,
+                 "register_blocked": matmul_register_blocked_kernel, "unrolled": matmul_unrolled_kernel}
+
+
+def numba_grid(variant: str, M: int, N: int) -> tuple[tuple, tuple]:
+    if variant in ("register_blocked", "unrolled"):
+        return (math.ceil(N / BN), math.ceil(M / BM)), (THREADS,)
+    t = TILE if variant == "smem_tiled" else 16
+    return (math.ceil(N / t), math.ceil(M / t)), (t, t)
+
+
+# --8<-- [start:numba_wrapper]
+def matmul_numba(A, B, C=None, *, variant: str = "register_blocked"):
+    """C = A @ B for float32 Numba device matrices; returns C."""
+    if variant not in NUMBA_KERNELS:
+        raise ValueError(f"variant must be one of {tuple(NUMBA_KERNELS)}, got {variant!r}")
+    if C is None:
+        checks.require_numba_array("A", A)
+        checks.require_numba_array("B", B)
+        C = cuda.device_array((A.shape[0], B.shape[-1]), dtype=np.float32)
+    M, N, K = check_operands(A, B, C, lib="numba")
+    blocks, threads = numba_grid(variant, M, N)
+    NUMBA_KERNELS[variant][blocks, threads](A, B, C, M, N, K)
+    return C
+# --8<-- [end:numba_wrapper]

@@ -1,0 +1,192 @@
+"""The matmul ladder against a float64 reference.
+
+Inputs are standard normal (never zeros), the output is poisoned with NaN
+before each launch (an element left unwritten fails), and the error is the
+relative Frobenius norm against A @ B in float64: < 1e-5.
+Sizes: 1x1x1, 33x65x17 and 1000x1013x77 (tails of every tile) and 4096^3
+on the GPU; the simulator runs the Numba steps at the two small sizes.
+"""
+
+import functools
+
+import numpy as np
+import pytest
+
+from kernels import matmul as mm
+from kernels.device import numba_simulator
+
+SHAPES = [(1, 1, 1), (33, 65, 17), (1000, 1013, 77)]  # (M, N, K)
+RTOL = 1e-5
+
+
+def operands(M, N, K, seed=0):
+    rng = np.random.default_rng(seed + M + 7 * N + 13 * K)
+    A = rng.standard_normal((M, K), dtype=np.float32)
+    B = rng.standard_normal((K, N), dtype=np.float32)
+    return A, B
+
+
+def rel_err(C, A, B):
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    return np.linalg.norm(np.asarray(C, dtype=np.float64) - ref) / np.linalg.norm(ref)
+
+
+@pytest.mark.parametrize("variant", list(mm.NUMBA_KERNELS))
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_numba_ladder(shape, variant):
+    if numba_simulator() and shape[0] * shape[1] > 5000:
+        pytest.skip("1000x1013 outputs is too slow for the CUDA simulator; runs on the GPU")
+    from numba import cuda
+
+    A, B = operands(*shape)
+    C = cuda.to_device(np.full(shape[:2], np.nan, dtype=np.float32))
+    out = mm.matmul_numba(cuda.to_device(A), cuda.to_device(B), C, variant=variant)
+    assert out is C
+    assert rel_err(C.copy_to_host(), A, B) < RTOL
+
+
+@functools.cache
+def gpu_case(shape):
+    """Operands on the GPU and their float64 product (computed once per shape)."""
+    import cupy as cp
+
+    A, B = (cp.asarray(x) for x in operands(*shape))
+    return A, B, cp.matmul(A.astype(cp.float64), B.astype(cp.float64))
+
+
+def gpu_rel_err(C, ref):
+    import cupy as cp
+
+    return float(cp.linalg.norm(C.astype(cp.float64) - ref) / cp.linalg.norm(ref))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", mm.VARIANTS)
+@pytest.mark.parametrize("shape", SHAPES + [(4096, 4096, 4096)], ids=lambda s: "x".join(map(str, s)))
+def test_cupy_ladder(shape, variant):
+    import cupy as cp
+
+    A, B, ref = gpu_case(shape)
+    C = cp.full(shape[:2], cp.nan, dtype=cp.float32)
+    assert mm.matmul_cupy(A, B, C, variant=variant) is C
+    assert gpu_rel_err(C, ref) < RTOL
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", list(mm.NUMBA_KERNELS))
+def test_numba_4096(variant):
+    import cupy as cp
+    from numba import cuda
+
+    A, B, ref = gpu_case((4096, 4096, 4096))
+    C = cp.full((4096, 4096), cp.nan, dtype=cp.float32)
+    mm.matmul_numba(cuda.as_cuda_array(A), cuda.as_cuda_array(B), cuda.as_cuda_array(C), variant=variant)
+    assert gpu_rel_err(C, ref) < RTOL
+
+
+@pytest.mark.gpu
+def test_warptiled_configs_of_the_sweep():
+    """Every configuration the bench sweeps is correct on a tail shape."""
+    import cupy as cp
+
+    from kernels.bench.matmul import CONFIGS
+
+    for shape in ((1000, 1013, 77), (1, 1, 1), (256, 512, 64)):
+        A, B, ref = gpu_case(shape)
+        for cfg in CONFIGS:
+            C = cp.full(shape[:2], cp.nan, dtype=cp.float32)
+            mm.matmul_warptiled_config(A, B, C, cfg)
+            assert gpu_rel_err(C, ref) < RTOL, (shape, mm.config_name(cfg))
+
+
+@pytest.mark.gpu
+def test_misaligned_views_take_the_scalar_path():
+    """A view starting one float into its buffer is C-contiguous but not
+    16-byte aligned: the float4 steps must fall back to scalar loads."""
+    import cupy as cp
+
+    A0, B0 = operands(129, 131, 67)
+    a = cp.asarray(np.concatenate([[1.0], A0.ravel()]).astype(np.float32))[1:].reshape(A0.shape)
+    b = cp.asarray(np.concatenate([[1.0], B0.ravel()]).astype(np.float32))[1:].reshape(B0.shape)
+    assert a.data.ptr % 16 and b.data.ptr % 16
+    for variant in ("vectorized", "double_buffered", "warptiled"):
+        C = cp.full((129, 131), cp.nan, dtype=cp.float32)
+        mm.matmul_cupy(a, b, C, variant=variant)
+        assert rel_err(C.get(), A0, B0) < RTOL, variant
+
+
+@pytest.mark.gpu
+def test_cupy_allocates_c():
+    import cupy as cp
+
+    A, B = (cp.asarray(x) for x in operands(65, 33, 17))
+    C = mm.matmul_cupy(A, B)
+    assert C.shape == (65, 33) and C.dtype == cp.float32
+    assert rel_err(C.get(), A.get(), B.get()) < RTOL
+
+
+@pytest.mark.gpu
+def test_bad_inputs_cupy():
+    import cupy as cp
+
+    A = cp.ones((8, 4), dtype=cp.float32)
+    B = cp.ones((4, 6), dtype=cp.float32)
+    C = cp.empty((8, 6), dtype=cp.float32)
+    with pytest.raises(TypeError, match="A .*host"):
+        mm.matmul_cupy(np.ones((8, 4), dtype=np.float32), B, C)
+    with pytest.raises(TypeError, match="B must have dtype float32"):
+        mm.matmul_cupy(A, B.astype(cp.float64), C)
+    with pytest.raises(ValueError, match="C must be 2-D"):
+        mm.matmul_cupy(A, B, C.ravel())
+    with pytest.raises(ValueError, match="inner dimensions"):
+        mm.matmul_cupy(A, cp.ones((5, 6), dtype=cp.float32), C)
+    with pytest.raises(ValueError, match="A must be C-contiguous"):
+        mm.matmul_cupy(cp.ones((4, 8), dtype=cp.float32).T, B, C)
+    with pytest.raises(ValueError, match=r"C must have shape \(8, 6\)"):
+        mm.matmul_cupy(A, B, cp.empty((6, 8), dtype=cp.float32))
+    with pytest.raises(ValueError, match="variant"):
+        mm.matmul_cupy(A, B, C, variant="fastest")
+
+
+def test_bad_inputs_numba():
+    from numba import cuda
+
+    A = cuda.to_device(np.ones((8, 4), dtype=np.float32))
+    B = cuda.to_device(np.ones((4, 6), dtype=np.float32))
+    C = cuda.device_array((8, 6), dtype=np.float32)
+    with pytest.raises(TypeError, match="A .*host"):
+        mm.matmul_numba(np.ones((8, 4), dtype=np.float32), B, C)
+    with pytest.raises(TypeError, match="B must have dtype float32"):
+        mm.matmul_numba(A, cuda.to_device(np.ones((4, 6))), C)
+    with pytest.raises(ValueError, match="inner dimensions"):
+        mm.matmul_numba(A, cuda.to_device(np.ones((5, 6), dtype=np.float32)), C)
+    with pytest.raises(ValueError, match="C must have shape"):
+        mm.matmul_numba(A, B, cuda.device_array((6, 8), dtype=np.float32))
+    with pytest.raises(ValueError, match="variant"):
+        mm.matmul_numba(A, B, C, variant="warptiled")
+
+
+def test_dimension_limits():
+    """Shapes are checked before anything touches the device."""
+
+    class Fake:  # only what check_operands reads of a device array
+        dtype = np.float32
+        flags = {"C_CONTIGUOUS": True}
+        strides = ()
+
+        def __init__(self, *shape):
+            self.shape = shape
+
+    with pytest.raises(ValueError, match=">= 1"):
+        mm.check_operands(Fake(0, 4), Fake(4, 3), Fake(0, 3), lib=None)
+    with pytest.raises(ValueError, match="2\\^31"):
+        mm.check_operands(Fake(1 << 16, 1 << 15), Fake(1 << 15, 2), Fake(1 << 16, 2), lib=None)
+
+
+def test_grid_covers_c():
+    for variant in mm.VARIANTS:
+        blocks, _ = mm.grid(variant, 1000, 1013)
+        bm, bn, _ = mm._BLOCK_TILE[variant]
+        rows, cols = (blocks[0], blocks[1]) if variant == "naive" else (blocks[1], blocks[0])
+        assert rows * bm >= 1000 and cols * bn >= 1013
+        assert (rows - 1) * bm < 1000 and (cols - 1) * bn < 1013
