@@ -154,7 +154,8 @@ def cublas_matmul(A, B, C):
 # --------------------------------------------------------------- Numba --
 
 # --8<-- [start:numba_import]
-from numba import cuda, float32, literal_unroll  # noqa: E402
+from numba import cuda, float32  # noqa: E402
+from numba.cuda.misc.special import literal_unroll  # noqa: E402  (the CUDA target's own)
 
 TILE = 16  # smem_tiled: a TILE x TILE block of threads, one output each
 # register_blocked: a BM x BN tile of C per block of THREADS threads, TM x TN
