@@ -187,7 +187,10 @@ def _version(dist: str) -> str | None:
 
 
 def git_commit() -> str:
-    """HEAD of the checkout, or HANDBOOK_COMMIT where the tree has no .git."""
+    """HANDBOOK_COMMIT when set (a copy of the tree whose .git is not the
+    one the code came from, as on a remote GPU machine), else HEAD."""
+    if os.environ.get("HANDBOOK_COMMIT"):
+        return os.environ["HANDBOOK_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
                              text=True, timeout=10)
@@ -197,7 +200,7 @@ def git_commit() -> str:
             return out.stdout.strip() + ("+dirty" if dirty.strip() else "")
     except (OSError, subprocess.SubprocessError):
         pass
-    return os.environ.get("HANDBOOK_COMMIT", "unknown")
+    return "unknown"
 
 
 def env_stamp() -> dict:

@@ -2,7 +2,7 @@
 the results: the program that `make sanitize` runs under compute-sanitizer
 (memcheck, racecheck). Exit code 0 only when every result is right.
 
-    compute-sanitizer --tool memcheck --error-exitcode 1 python -m tests.gpu_driver
+    compute-sanitizer --tool memcheck --error-exitcode 1 python -m tests.gpu_driver [matmul ...]
 """
 
 import sys
@@ -94,10 +94,18 @@ def matmul() -> None:
 DRIVERS = [vector_add, reduction, divergence, ilp, matmul]
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    """Run every driver, or those named on the command line."""
     import kernels  # noqa: F401
 
+    names = sys.argv[1:] if argv is None else argv
+    unknown = set(names) - {d.__name__ for d in DRIVERS}
+    if unknown:
+        print(f"unknown drivers {sorted(unknown)}; choose from {[d.__name__ for d in DRIVERS]}")
+        return 2
     for drive in DRIVERS:
+        if names and drive.__name__ not in names:
+            continue
         drive()
         print(f"{drive.__name__}: ok")
     return 0
