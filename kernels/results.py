@@ -106,13 +106,17 @@ HEADERS = {
            "ref": "参考", "rel_err": "相对误差", "energy_j_per_gflop": "能耗 (J/GFLOP)",
            "energy_pj_per_byte": "能耗 (pJ/B)", "avg_power_w": "平均功率 (W)",
            "gops": "G 步/s", "ratio_to_cp_sum": "相对 cupy.sum", "registers": "寄存器",
-           "local_bytes": "局部内存 (B)", "split": "路径 A 的 lane 数", "chains": "累加器数"},
+           "local_bytes": "局部内存 (B)", "split": "路径 A 的 lane 数", "chains": "累加器数",
+           "step": "步", "intensity": "算术强度 (FLOP/B)", "regs": "寄存器", "smem_bytes": "共享内存 (B)",
+           "occupancy": "占用率", "blocks_per_sm": "每 SM 块数", "energy_ratio_to_naive": "能耗 / 朴素版"},
     "en": {"impl": "impl", "variant": "variant", "shape": "shape", "n": "elements", "dtype": "dtype",
            "ms": "time (ms)", "gbps": "bandwidth (GB/s)", "tflops": "TFLOP/s", "ratio": "ratio to ref",
            "ref": "reference", "rel_err": "rel. error", "energy_j_per_gflop": "energy (J/GFLOP)",
            "energy_pj_per_byte": "energy (pJ/B)", "avg_power_w": "avg. power (W)",
            "gops": "Gsteps/s", "ratio_to_cp_sum": "ratio to cupy.sum", "registers": "registers",
-           "local_bytes": "local memory (B)", "split": "lanes on path A", "chains": "accumulators"},
+           "local_bytes": "local memory (B)", "split": "lanes on path A", "chains": "accumulators",
+           "step": "step", "intensity": "intensity (FLOP/B)", "regs": "registers", "smem_bytes": "shared (B)",
+           "occupancy": "occupancy", "blocks_per_sm": "blocks/SM", "energy_ratio_to_naive": "energy / naive"},
 }
 
 
@@ -125,6 +129,8 @@ def _fmt(key: str, value) -> str:
         n = int(value)
         sup = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
         return f"2{str(n.bit_length() - 1).translate(sup)}" if n & (n - 1) == 0 else f"{n:,}"
+    if (_derived(key) or key == "energy_ratio_to_naive") and isinstance(value, float):
+        return f"{value:.3f}"
     if key == "ref":
         return str(value).split("/")[1] + " " + str(value).split("/")[2]
     if isinstance(value, float):
@@ -154,16 +160,50 @@ def _value(r: dict, key: str):
     return r.get(key)
 
 
+# Columns derived at render time from other records of the same run:
+# time (or energy per GFLOP) of a row over that of the same implementation's
+# step <variant> at the same shape, e.g. time_vs_naive, energy_vs_coalesced
+# (the form of the source chapters' tables).
+DERIVED = {"time_vs_": "ms", "energy_vs_": "energy_j_per_gflop"}
+
+
+def _derived(key: str):
+    return next(((p, f) for p, f in DERIVED.items() if key.startswith(p)), None)
+
+
+def _derive(data: dict, topic: str, r: dict, key: str):
+    prefix, field = _derived(key)
+    variant = key[len(prefix):]
+    base = next((b for b in data.get("records", []) if b["topic"] == topic and b["impl"] == r["impl"]
+                 and b["variant"] == variant and b["shape"] == r["shape"]), None)
+    if base is None or r.get(field) is None or not base.get(field):
+        return None
+    return r[field] / base[field]
+
+
 def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
-                 where: dict | None = None) -> str:
+                 where: dict | None = None, order: str | None = None) -> str:
+    """A markdown table of a topic's records; `order` names a key to sort by
+    ("-key": descending; records without it last), else impl, variant, size."""
     rows = select(data, topic, where)
     if not rows:
         return ""
+    if order:  # "-key": largest first
+        key, sign = (order[1:], -1) if order.startswith("-") else (order, 1)
+        rows.sort(key=lambda r: (_value(r, key) is None, sign * (_value(r, key) or 0), r["shape"]))
     head = HEADERS[lang]
-    lines = ["| " + " | ".join(head.get(c, c) for c in columns) + " |",
+
+    def header(c):
+        if _derived(c) and c not in head:
+            prefix = _derived(c)[0]
+            what = {"time_vs_": ("时间", "time"), "energy_vs_": ("能耗", "energy")}[prefix][lang == "en"]
+            return f"{what} / {c[len(prefix):]}"
+        return head.get(c, c)
+    lines = ["| " + " | ".join(header(c) for c in columns) + " |",
              "|" + "|".join("---:" if c not in ("impl", "variant", "ref") else "---" for c in columns) + "|"]
     for r in rows:
-        lines.append("| " + " | ".join(_fmt(c, _value(r, c)) for c in columns) + " |")
+        values = [_derive(data, topic, r, c) if _derived(c) else _value(r, c) for c in columns]
+        lines.append("| " + " | ".join(_fmt(c, v) for c, v in zip(columns, values)) + " |")
     return "\n".join(lines)
 
 

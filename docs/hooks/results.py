@@ -4,6 +4,8 @@ A page asks for results with HTML comments (invisible when not rendered):
 
     <!-- results-table topic=vector_add columns=impl,variant,n,ms,gbps,ratio where=n:65536|268435456 -->
     <!-- results-plot topic=vector_add alt="vector add bandwidth" -->
+    <!-- results-plot topic=matmul plot=matmul_energy alt="..." -->  (a topic's second plot)
+    <!-- results-table ... order=step -->  (sort by a key instead of impl, variant)
     <!-- results-stamp topic=vector_add -->
 
 They become a Markdown table, an image of the plot and the environment stamp,
@@ -59,11 +61,11 @@ def render(markdown: str, src_uri: str, lang: str, gpu: str) -> str:
             text = MISSING[lang].format(file=rel_file)
         elif kind == "table":
             where = dict(w.split(":", 1) for w in args.get("where", "").split(",") if w)
-            text = results.render_table(data, topic, args["columns"].split(","), lang, where)
+            text = results.render_table(data, topic, args["columns"].split(","), lang, where, args.get("order"))
         elif kind == "stamp":
             text = results.render_stamp(data, topic, lang)
         else:
-            svg = f"{topic}-{data['topics'][topic]['env']['gpu_slug']}.svg"
+            svg = f"{args.get('plot', topic)}-{data['topics'][topic]['env']['gpu_slug']}.svg"
             if not (results.RESULTS_DIR / svg).exists():
                 text = MISSING[lang].format(file=f"docs/assets/results/{svg}")
             else:

@@ -519,7 +519,6 @@ matmul_warptiled(const float* __restrict__ A, const float* __restrict__ B,
     using namespace wt;
     warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, false>(A, B, C, M, N, K);
 }
-
 // --8<-- [end:matmul_warptiled]
 
 // --8<-- [start:matmul_register_prefetch]
