@@ -65,3 +65,18 @@ def cupy_module(source: str):
     import cupy as cp
 
     return cp.RawModule(code=(CUDA_DIR / source).read_text(), options=("--std=c++17",))
+
+
+def kernel_attributes(kern, threads: int | None = None) -> dict:
+    """Registers, static shared memory and local memory (spills) per thread
+    of a compiled CuPy kernel (cuFuncGetAttribute); with `threads`, also
+    the driver's blocks per SM and occupancy (active warps / max warps)."""
+    attrs = {"regs": int(kern.num_regs), "smem_bytes": int(kern.shared_size_bytes),
+             "local_bytes": int(kern.local_size_bytes)}
+    if threads is not None:
+        import cupy as cp
+
+        blocks = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kern.kernel.ptr, threads, 0)
+        max_warps = cp.cuda.Device().attributes["MaxThreadsPerMultiProcessor"] // 32
+        attrs.update(blocks_per_sm=blocks, occupancy=blocks * (threads // 32) / max_warps)
+    return attrs

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from . import checks
-from .device import cupy_module
+from .device import cupy_module, kernel_attributes
 
 CUDA_SOURCE = Path(__file__).with_name("cuda") / "ilp.cu"
 CHAINS = (1, 2, 4, 8, 16, 32)
@@ -23,8 +23,8 @@ def cupy_kernel(name: str):
 
 def resources(name: str) -> dict:
     """Registers and local memory (spills) per thread of a compiled kernel."""
-    k = cupy_kernel(name)
-    return {"registers": int(k.num_regs), "local_bytes": int(k.local_size_bytes)}
+    a = kernel_attributes(cupy_kernel(name))
+    return {"registers": a["regs"], "local_bytes": a["local_bytes"]}
 
 
 # --8<-- [start:cupy_fma]

@@ -39,11 +39,13 @@ _BLOCK_TILE = {"naive": (32, 32, (32, 32)), "coalesced": (32, 32, (32, 32)),
 
 
 def check_operands(A, B, C, *, lib: str) -> tuple[int, int, int]:
-    """A (M x K), B (K x N), C (M x N): float32, 2-D, C-contiguous device
-    arrays (lib "cupy" or "numba") with matching inner dimensions; returns
-    (M, N, K)."""
+    """A (M x K), B (K x N), C (M x N, or None: the wrapper allocates it):
+    float32, 2-D, C-contiguous device arrays (lib "cupy" or "numba") with
+    matching inner dimensions; returns (M, N, K)."""
     device_check = {"cupy": checks.require_cupy_array, "numba": checks.require_numba_array}.get(lib)
     for name, x in (("A", A), ("B", B), ("C", C)):
+        if x is None:
+            continue
         if device_check is not None:
             device_check(name, x)
         checks.require_dtype(name, x, np.float32)
@@ -52,7 +54,7 @@ def check_operands(A, B, C, *, lib: str) -> tuple[int, int, int]:
     (M, K), (K2, N) = A.shape, B.shape
     if K2 != K:
         raise ValueError(f"inner dimensions differ: A is {M}x{K} but B is {K2}x{N} (B must have {K} rows)")
-    if tuple(C.shape) != (M, N):
+    if C is not None and tuple(C.shape) != (M, N):
         raise ValueError(f"C must have shape ({M}, {N}) for A {tuple(A.shape)} @ B {tuple(B.shape)}, "
                          f"got {tuple(C.shape)}")
     if min(M, N, K) < 1:
@@ -88,11 +90,9 @@ def matmul_cupy(A, B, C=None, *, variant: str = "autotuned"):
 
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    if C is None:
-        checks.require_cupy_array("A", A)
-        checks.require_cupy_array("B", B)
-        C = cp.empty((A.shape[0], B.shape[-1]), dtype=cp.float32)
     M, N, K = check_operands(A, B, C, lib="cupy")
+    if C is None:
+        C = cp.empty((M, N), dtype=cp.float32)
     blocks, threads = grid(variant, M, N)
     cupy_kernel(variant)(blocks, threads, (A, B, C, np.int32(M), np.int32(N), np.int32(K)))
     return C
@@ -124,18 +124,6 @@ def matmul_warptiled_config(A, B, C, cfg):
     warptiled_config_kernel(tuple(cfg))((math.ceil(N / bn), math.ceil(M / bm)), (threads,),
                                         (A, B, C, np.int32(M), np.int32(N), np.int32(K)))
     return C
-
-
-def kernel_attributes(kern, threads: int) -> dict:
-    """Registers, shared and local memory of a compiled kernel (CuPy's view
-    of cuFuncGetAttribute), and the driver's occupancy at `threads`."""
-    import cupy as cp
-
-    blocks = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kern.kernel.ptr, threads, 0)
-    max_warps = cp.cuda.Device().attributes["MaxThreadsPerMultiProcessor"] // 32
-    return {"regs": kern.num_regs, "smem_bytes": kern.shared_size_bytes,
-            "local_bytes": kern.local_size_bytes, "blocks_per_sm": blocks,
-            "occupancy": blocks * (threads // 32) / max_warps}
 
 
 def threads_of(variant: str) -> int:
@@ -336,11 +324,9 @@ def matmul_numba(A, B, C=None, *, variant: str = "register_blocked"):
     """C = A @ B for float32 Numba device matrices; returns C."""
     if variant not in NUMBA_KERNELS:
         raise ValueError(f"variant must be one of {tuple(NUMBA_KERNELS)}, got {variant!r}")
-    if C is None:
-        checks.require_numba_array("A", A)
-        checks.require_numba_array("B", B)
-        C = cuda.device_array((A.shape[0], B.shape[-1]), dtype=np.float32)
     M, N, K = check_operands(A, B, C, lib="numba")
+    if C is None:
+        C = cuda.device_array((M, N), dtype=np.float32)
     blocks, threads = numba_grid(variant, M, N)
     NUMBA_KERNELS[variant][blocks, threads](A, B, C, M, N, K)
     return C

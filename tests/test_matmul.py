@@ -12,7 +12,7 @@ import functools
 import numpy as np
 import pytest
 
-from kernels import matmul as mm
+from kernels import harness, matmul as mm
 from kernels.device import numba_simulator
 
 SHAPES = [(1, 1, 1), (33, 65, 17), (1000, 1013, 77)]  # (M, N, K)
@@ -54,12 +54,6 @@ def gpu_case(shape):
     return A, B, cp.matmul(A.astype(cp.float64), B.astype(cp.float64))
 
 
-def gpu_rel_err(C, ref):
-    import cupy as cp
-
-    return float(cp.linalg.norm(C.astype(cp.float64) - ref) / cp.linalg.norm(ref))
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", mm.VARIANTS)
 @pytest.mark.parametrize("shape", SHAPES + [(4096, 4096, 4096)], ids=lambda s: "x".join(map(str, s)))
@@ -69,7 +63,7 @@ def test_cupy_ladder(shape, variant):
     A, B, ref = gpu_case(shape)
     C = cp.full(shape[:2], cp.nan, dtype=cp.float32)
     assert mm.matmul_cupy(A, B, C, variant=variant) is C
-    assert gpu_rel_err(C, ref) < RTOL
+    assert harness.rel_err(C, ref) < RTOL
 
 
 @pytest.mark.gpu
@@ -81,7 +75,7 @@ def test_numba_4096(variant):
     A, B, ref = gpu_case((4096, 4096, 4096))
     C = cp.full((4096, 4096), cp.nan, dtype=cp.float32)
     mm.matmul_numba(cuda.as_cuda_array(A), cuda.as_cuda_array(B), cuda.as_cuda_array(C), variant=variant)
-    assert gpu_rel_err(C, ref) < RTOL
+    assert harness.rel_err(C, ref) < RTOL
 
 
 @pytest.mark.gpu
@@ -96,7 +90,7 @@ def test_warptiled_configs_of_the_sweep():
         for cfg in CONFIGS:
             C = cp.full(shape[:2], cp.nan, dtype=cp.float32)
             mm.matmul_warptiled_config(A, B, C, cfg)
-            assert gpu_rel_err(C, ref) < RTOL, (shape, mm.config_name(cfg))
+            assert harness.rel_err(C, ref) < RTOL, (shape, mm.config_name(cfg))
 
 
 @pytest.mark.gpu

@@ -47,19 +47,21 @@ CONFIGS = (
 
 # FLOP per byte the kernel requests from global memory: a BM x BN tile
 # loads (BM + BN) * BK floats for BM * BN * BK FMAs; one output per thread
-# without tiling loads two floats per FMA.
-INTENSITY_TILE = {"naive": None, "coalesced": None, "smem_tiled16": (16, 16), "smem_tiled32": (32, 32),
-                  "blocktile_1d": (64, 64), "blocktile_2d": (128, 128), "vectorized": (128, 128),
-                  "double_buffered": (128, 128), "warptiled": (128, 128), "register_prefetch": (128, 128),
-                  "autotuned": (128, 128), "numba/naive": None, "numba/smem_tiled": (16, 16),
-                  "numba/register_blocked": (128, 128), "numba/unrolled": (128, 128)}
-
-
-def intensity(tile) -> float:
-    if tile is None:
-        return 2 / 8  # 2 FLOP per 8 bytes
-    bm, bn = tile
+# without tiling (naive, coalesced) loads two floats per FMA.
+def tile_intensity(bm: int, bn: int) -> float:
     return 2 * bm * bn / (4 * (bm + bn))
+
+
+def intensity(impl: str, variant: str) -> float:
+    from .. import matmul as mm
+
+    if variant in ("naive", "coalesced"):
+        return 2 / 8  # 2 FLOP per 8 bytes
+    if impl == "numba":
+        bm, bn = (mm.TILE, mm.TILE) if variant == "smem_tiled" else (mm.BM, mm.BN)
+    else:
+        bm, bn = mm._BLOCK_TILE[variant][:2]
+    return tile_intensity(bm, bn)
 
 
 def _max_seconds(quick: bool) -> float:
@@ -71,6 +73,7 @@ def measure(quick: bool = False) -> list[dict]:
     from numba import cuda
 
     from .. import harness, matmul as mm
+    from ..device import kernel_attributes
 
     sizes = (1024,) if quick else SIZES
     records = []
@@ -110,22 +113,21 @@ def measure(quick: bool = False) -> list[dict]:
 
         cublas = run("cublas", "sgemm", mm.cublas_matmul)
         for step, variant in enumerate(mm.VARIANTS, start=1):
-            extra = dict(step=step, intensity=intensity(INTENSITY_TILE[variant]),
-                         **mm.kernel_attributes(mm.cupy_kernel(variant), mm.threads_of(variant)))
+            extra = dict(step=step, intensity=intensity("cupy", variant),
+                         **kernel_attributes(mm.cupy_kernel(variant), mm.threads_of(variant)))
             rec = run("cupy", variant, lambda A, B, C, v=variant: mm.matmul_cupy(A, B, C, variant=v), extra)
             if variant == "naive":
                 naive_energy[n] = rec["energy_j_per_gflop"]
         for step, variant in enumerate(mm.NUMBA_KERNELS, start=1):
             run("numba", variant, lambda A, B, C, v=variant: mm.matmul_numba(A, B, C, variant=v),
-                dict(step=step, intensity=intensity(INTENSITY_TILE[f"numba/{variant}"])), arg_sets=nb_args)
+                dict(step=step, intensity=intensity("numba", variant)), arg_sets=nb_args)
         if n >= 4096:  # step 8's tuning sweep (no energy: time only)
             for cfg in CONFIGS:
                 kern = mm.warptiled_config_kernel(cfg)
-                bm, bn = cfg[0], cfg[1]
                 run("cupy", f"warptiled_t/{mm.config_name(cfg)}",
                     lambda A, B, C, c=cfg: mm.matmul_warptiled_config(A, B, C, c),
-                    dict(tuning=True, config=list(cfg), intensity=intensity((bm, bn)),
-                         **mm.kernel_attributes(kern, cfg[7])), energy=False)
+                    dict(tuning=True, config=list(cfg), intensity=tile_intensity(cfg[0], cfg[1]),
+                         **kernel_attributes(kern, cfg[7])), energy=False)
         for r in records:
             if r["shape"] == shape:
                 r["ratio"] = r["tflops"] / cublas["tflops"]
