@@ -108,7 +108,12 @@ HEADERS = {
            "gops": "G 步/s", "ratio_to_cp_sum": "相对 cupy.sum", "registers": "寄存器",
            "local_bytes": "局部内存 (B)", "split": "路径 A 的 lane 数", "chains": "累加器数",
            "step": "步", "intensity": "算术强度 (FLOP/B)", "regs": "寄存器", "smem_bytes": "共享内存 (B)",
-           "occupancy": "占用率", "blocks_per_sm": "每 SM 块数", "energy_ratio_to_naive": "能耗 / 朴素版"},
+           "occupancy": "占用率", "blocks_per_sm": "每 SM 块数", "energy_ratio_to_naive": "能耗 / 朴素版",
+           "cycles": "周期", "ns": "纳秒", "footprint_bytes": "链的大小",
+           "energy_pj_per_op": "能耗 (pJ/字或 FMA)", "energy_dynamic_pj_per_op": "高出空闲部分 (pJ)",
+           "relative_energy": "相对 FMA", "relative_energy_dynamic": "相对 FMA（高出空闲）",
+           "stride": "步长", "offset": "偏移", "sectors_per_request": "每个 warp 的扇区数",
+           "sector_model": "扇区模型"},
     "en": {"impl": "impl", "variant": "variant", "shape": "shape", "n": "elements", "dtype": "dtype",
            "ms": "time (ms)", "gbps": "bandwidth (GB/s)", "tflops": "TFLOP/s", "ratio": "ratio to ref",
            "ref": "reference", "rel_err": "rel. error", "energy_j_per_gflop": "energy (J/GFLOP)",
@@ -116,7 +121,12 @@ HEADERS = {
            "gops": "Gsteps/s", "ratio_to_cp_sum": "ratio to cupy.sum", "registers": "registers",
            "local_bytes": "local memory (B)", "split": "lanes on path A", "chains": "accumulators",
            "step": "step", "intensity": "intensity (FLOP/B)", "regs": "registers", "smem_bytes": "shared (B)",
-           "occupancy": "occupancy", "blocks_per_sm": "blocks/SM", "energy_ratio_to_naive": "energy / naive"},
+           "occupancy": "occupancy", "blocks_per_sm": "blocks/SM", "energy_ratio_to_naive": "energy / naive",
+           "cycles": "cycles", "ns": "ns", "footprint_bytes": "footprint",
+           "energy_pj_per_op": "energy (pJ/word or FMA)", "energy_dynamic_pj_per_op": "above idle (pJ)",
+           "relative_energy": "× FMA", "relative_energy_dynamic": "× FMA (above idle)",
+           "stride": "stride", "offset": "offset", "sectors_per_request": "sectors per warp",
+           "sector_model": "sector model"},
 }
 
 
@@ -131,6 +141,11 @@ def _fmt(key: str, value) -> str:
         return f"2{str(n.bit_length() - 1).translate(sup)}" if n & (n - 1) == 0 else f"{n:,}"
     if (_derived(key) or key == "energy_ratio_to_naive") and isinstance(value, float):
         return f"{value:.3f}"
+    if key.endswith("_bytes") and key not in ("smem_bytes", "local_bytes") and isinstance(value, int):
+        for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+            if value >= size and value % size == 0:
+                return f"{value // size} {unit}"
+        return str(value)
     if key == "ref":
         return str(value).split("/")[1] + " " + str(value).split("/")[2]
     if isinstance(value, float):

@@ -4,6 +4,11 @@ Two variants of each, the ladder of the first chapter:
 - `guard`: one thread per element and a bounds guard (the classic vecAdd);
 - `grid_stride`: a grid sized to the GPU, each thread looping with the
   grid's stride, so any n fits any grid.
+And one more in CUDA C, from the memory chapter:
+- `vec4`: the grid-stride loop with 16-byte (float4) loads, two per
+  operand in flight per thread; misaligned views fall back to grid_stride.
+  `vec4_u1` and `vec4_u4` (one and four float4 in flight) are its tuning
+  experiments.
 
 The wrappers check their arguments (device arrays, float32, 1-D,
 C-contiguous, matching shapes) before anything is launched.
@@ -19,22 +24,42 @@ from . import checks
 from .device import cupy_module, numba_simulator
 
 CUDA_SOURCE = Path(__file__).with_name("cuda") / "vector_add.cu"
-VARIANTS = ("guard", "grid_stride")
-_CUDA_NAMES = {"guard": "vector_add", "grid_stride": "vector_add_grid_stride"}
+VARIANTS = ("guard", "grid_stride")  # both languages
+CUPY_VARIANTS = VARIANTS + ("vec4",)  # CUDA C only
+TUNING = ("vec4_u1", "vec4_u4")
+_CUDA_NAMES = {"guard": "vector_add", "grid_stride": "vector_add_grid_stride", "vec4": "vector_add_vec4",
+               "vec4_u1": "vector_add_vec4_u1", "vec4_u4": "vector_add_vec4_u4"}
 
 
 # ---------------------------------------------------------------- CuPy --
 
 def cupy_kernel(variant: str = "guard"):
     """The compiled RawKernel of one variant (for launching by hand)."""
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    if variant not in CUPY_VARIANTS + TUNING:
+        raise ValueError(f"variant must be one of {CUPY_VARIANTS + TUNING}, got {variant!r}")
     return cupy_module(CUDA_SOURCE.name).get_function(_CUDA_NAMES[variant])
 
 
 def grid_stride_blocks(threads: int, sm_count: int) -> int:
     """Enough resident blocks to fill every SM (2048 threads per SM on sm_80/90)."""
     return sm_count * max(1, 2048 // threads)
+
+
+def vec4_aligned(*arrays) -> bool:
+    """float4 loads need 16-byte aligned addresses; a view such as a[1:] is not."""
+    return all(x.data.ptr % 16 == 0 for x in arrays)
+
+
+def vec4_blocks(variant: str, n: int, threads: int) -> int:
+    """One wave of resident blocks (the driver's occupancy for this kernel),
+    no more than the float4 count needs."""
+    import cupy as cp
+
+    from .device import kernel_attributes
+
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    per_sm = kernel_attributes(cupy_kernel(variant), threads)["blocks_per_sm"]
+    return max(1, min(sms * per_sm, (n // 4 + threads - 1) // threads))
 
 
 # --8<-- [start:cupy_wrapper]
@@ -46,7 +71,7 @@ def vector_add_cupy(a, b, out=None, *, threads: int = 256, variant: str = "guard
     checks.require_vector("a", a, np.float32, lib="cupy")
     checks.require_vector_like("b", b, "a", a, np.float32, lib="cupy")
     checks.require_block_size("threads", threads)
-    kernel = cupy_kernel(variant)
+    kernel = cupy_kernel(variant)  # rejects an unknown variant
     n = a.size
     # 2. allocate (or check) the output
     if out is None:
@@ -55,9 +80,13 @@ def vector_add_cupy(a, b, out=None, *, threads: int = 256, variant: str = "guard
         checks.require_vector_like("out", out, "a", a, np.float32, lib="cupy")
     if n == 0:
         return out
+    if variant.startswith("vec4") and not vec4_aligned(a, b, out):
+        variant, kernel = "grid_stride", cupy_kernel("grid_stride")
     # 3. the grid: round up to whole blocks, or fill the GPU once
     if variant == "guard":
         blocks = (n + threads - 1) // threads
+    elif variant.startswith("vec4"):
+        blocks = vec4_blocks(variant, n, threads)
     else:
         sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         blocks = min((n + threads - 1) // threads, grid_stride_blocks(threads, sms))

@@ -13,10 +13,10 @@ import numpy as np
 def vector_add() -> None:
     import cupy as cp
 
-    from kernels.vector_add import VARIANTS, vector_add_cupy
+    from kernels.vector_add import CUPY_VARIANTS, TUNING, vector_add_cupy
 
-    for n in (1, 1000, 2**20 + 3):
-        for variant in VARIANTS:
+    for n in (1, 5, 1000, 2**20 + 3):
+        for variant in CUPY_VARIANTS + TUNING:
             for threads in (32, 256, 1024):
                 a = cp.random.standard_normal(n, dtype=cp.float32)
                 b = cp.random.standard_normal(n, dtype=cp.float32)
@@ -91,7 +91,69 @@ def matmul() -> None:
             assert err < 1e-5, (M, N, K, name, err)
 
 
-DRIVERS = [vector_add, reduction, divergence, ilp, matmul]
+def memory() -> None:
+    import cupy as cp
+
+    from kernels import memory as mem
+
+    for nbytes, l2_only in ((128, False), (16 << 10, True), (1 << 20, False)):
+        mem.latency_global(nbytes, steps=100, l2_only=l2_only)
+    for entries in (1, 100, mem.CHASE_SHARED_MAX):
+        mem.latency_shared(entries, steps=100)
+    out = cp.full(3 * 64, cp.nan, dtype=cp.float32)
+    mem.read_global_cupy(cp.random.random(4 * 1024, dtype=cp.float32), 2, out, blocks=3, threads=64)
+    mem.read_shared_cupy(cp.random.random(4 * mem.READ_SHARED_F4, dtype=cp.float32), 50, out, blocks=3,
+                         threads=64)
+    mem.fma_registers_cupy(100, out, blocks=3, threads=64)
+    assert not bool(cp.isnan(out).any())
+    for n in (1, 1000, 4099):
+        for stride in (1, 3, 32):
+            x = cp.random.random((n - 1) * stride + 1, dtype=cp.float32)
+            out = cp.full(n, cp.nan, dtype=cp.float32)
+            assert bool(cp.array_equal(mem.copy_strided_cupy(x, out, stride), x[::stride]))
+        for offset in (0, 1, 31):
+            x = cp.random.random(n + offset, dtype=cp.float32)
+            out = cp.full(n, cp.nan, dtype=cp.float32)
+            assert bool(cp.array_equal(mem.copy_offset_cupy(x, out, offset), x[offset:]))
+        aos = cp.random.standard_normal((n, 3), dtype=cp.float32)
+        for layout, p in (("aos", aos), ("soa", cp.ascontiguousarray(aos.T))):
+            assert bool(cp.allclose(mem.norm_cupy(p, layout), cp.linalg.norm(aos, axis=1), rtol=1e-6))
+            assert bool(cp.array_equal(mem.scale_x_cupy(p, layout), 2 * aos[:, 0]))
+
+
+def host_transfer() -> None:
+    import numpy as np
+
+    from kernels import host_transfer as ht
+
+    for n in (1, 1000, 2**16 + 3):
+        x = ht.pinned_like(np.random.default_rng(n).random(n, dtype=np.float32))
+        out = ht.pinned_like(np.full(n, np.nan, dtype=np.float32))
+        for chunks, streams in ((1, 1), (3, 2), (7, 4)):
+            ht.pipeline(x, out, chunks=min(chunks, n), streams=streams, iters=8)
+            np.testing.assert_allclose(out, ht.poly_reference(x, 8), rtol=1e-6)
+        for mode in ht.HOST_READ_MODES:
+            case = ht.HostRead(mode, np.random.default_rng(n).random(n, dtype=np.float32))
+            case.reset()
+            case.run()
+            np.testing.assert_allclose(case.result(), case.expected(), rtol=1e-5, atol=1e-6)
+
+
+def transpose() -> None:
+    import cupy as cp
+
+    from kernels import transpose as tr
+
+    for rows, cols in ((1, 1), (33, 65), (257, 131), (260, 196)):
+        x = cp.random.random((rows, cols), dtype=cp.float32)
+        for variant in tr.VARIANTS:
+            assert bool(cp.array_equal(tr.transpose_cupy(x, variant=variant), x.T)), (variant, rows, cols)
+        for config in tr.TUNING:
+            assert bool(cp.array_equal(tr.transpose_cupy(x, config=config), x.T)), (config, rows, cols)
+        assert bool(cp.array_equal(tr.copy_tiled_cupy(x), x))
+
+
+DRIVERS = [vector_add, reduction, divergence, ilp, matmul, memory, host_transfer, transpose]
 
 
 def main(argv=None) -> int:

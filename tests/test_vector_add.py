@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kernels.device import numba_simulator
-from kernels.vector_add import VARIANTS, vector_add_numba
+from kernels.vector_add import CUPY_VARIANTS, TUNING, VARIANTS, vector_add_numba
 
 SIZES = [1, 1000, 2**20 + 3]
 RTOL = 1e-6  # one float32 rounding of a sum is 2**-24 ~ 6e-8 relative
@@ -45,8 +45,8 @@ def test_numba_matches_numpy(n, variant):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("threads", [32, 256, 1024])
-@pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("variant", CUPY_VARIANTS + TUNING)
+@pytest.mark.parametrize("n", SIZES + [2**20 + 2, 5])
 def test_cupy_matches_numpy(n, variant, threads):
     import cupy as cp
 
@@ -159,3 +159,22 @@ def test_grid_stride_sass_issues_eight_loads_before_a_store():
         elif op == "STG":
             run = 0
     assert longest >= 8, ops
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ("vec4",) + TUNING)
+@pytest.mark.parametrize("offset", [1, 2, 3])
+def test_cupy_vec4_on_misaligned_views(variant, offset):
+    """Views that start 4, 8 or 12 bytes into an allocation cannot take
+    float4 loads: the wrapper falls back to the scalar loop, still right."""
+    import cupy as cp
+
+    from kernels.vector_add import vec4_aligned, vector_add_cupy
+
+    n = 4099
+    a, b = inputs(n + offset, seed=offset)
+    da, db = cp.asarray(a)[offset:], cp.asarray(b)[offset:]
+    out = cp.full(n + offset, cp.nan, dtype=cp.float32)[offset:]
+    assert not vec4_aligned(da, db, out)
+    vector_add_cupy(da, db, out, variant=variant)
+    np.testing.assert_allclose(cp.asnumpy(out), reference(a[offset:], b[offset:]), rtol=RTOL, atol=1e-7)

@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def new_figure(width: float, height: float):
+def new_figure(width: float, height: float, ncols: int = 1):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     plt.rcParams["svg.hashsalt"] = "gpu-handbook"  # stable SVG ids between runs
-    return plt.subplots(figsize=(width, height))
+    return plt.subplots(1, ncols, figsize=(width, height))
 
 
 def save(fig, ax, topic: str, env: dict, out_dir: Path, title: str, fontsize: int = 10) -> list[Path]:

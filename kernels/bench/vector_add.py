@@ -1,6 +1,10 @@
 """Topic `vector_add`: bandwidth of out = a + b from 2^16 to 2^28 elements,
 as a fraction of the device-to-device copy ceiling measured in the same run.
 
+Variants: guard and grid_stride in CuPy and Numba (the first chapter),
+vec4 in CuPy (the memory chapter), and vec4's tuning experiments vec4_u1
+and vec4_u4 at the largest size only (tuning: true).
+
 Bytes counted: 12 per element (read a and b, write out). Kernels are timed
 as bare launches (grid fixed beforehand), with enough argument sets rotated
 that the working set exceeds three times the L2 cache.
@@ -35,11 +39,18 @@ def _launchers(n: int):
     k_guard, k_gs = va.cupy_kernel("guard"), va.cupy_kernel("grid_stride")
     nb_guard = va.vector_add_kernel[full, THREADS]
     nb_gs = va.vector_add_grid_stride_kernel[gs, THREADS]
+
+    def vec4(variant):  # the allocations are 256-byte aligned: float4 loads apply
+        k, blocks = va.cupy_kernel(variant), va.vec4_blocks(variant, n, THREADS)
+        return lambda a, b, o, *_: k((blocks,), (THREADS,), (a, b, o, n64))
+
     return {
         ("cupy", "guard"): lambda a, b, o, na, nb_, no: k_guard((full,), (THREADS,), (a, b, o, n64)),
         ("cupy", "grid_stride"): lambda a, b, o, na, nb_, no: k_gs((gs,), (THREADS,), (a, b, o, n64)),
+        ("cupy", "vec4"): vec4("vec4"),
         ("numba", "guard"): lambda a, b, o, na, nb_, no: nb_guard(na, nb_, no, n),
         ("numba", "grid_stride"): lambda a, b, o, na, nb_, no: nb_gs(na, nb_, no, n),
+        **{("cupy", v): vec4(v) for v in va.TUNING},
     }
 
 
@@ -47,7 +58,7 @@ def measure(quick: bool = False) -> list[dict]:
     import cupy as cp
     from numba import cuda
 
-    from .. import harness
+    from .. import harness, vector_add as va
 
     ceiling, _ = copy_ceiling_record(TOPIC)
     ceil_id = ceiling["id"]
@@ -65,6 +76,9 @@ def measure(quick: bool = False) -> list[dict]:
         a0, b0, o0 = sets[0][:3]
         ref = a0.astype(cp.float64) + b0.astype(cp.float64)
         for (impl, variant), launch in _launchers(n).items():
+            tuning = variant in va.TUNING
+            if tuning and n != sizes[-1]:
+                continue  # the float4 experiments: at the largest size only
             o0.fill(cp.nan)  # poison: an unwritten element makes rel_err NaN
             launch(*sets[0])
             err = harness.rel_err(o0, ref)
@@ -79,6 +93,8 @@ def measure(quick: bool = False) -> list[dict]:
                 "ref": ceil_id, "ratio": gbps / ceiling["gbps"], "rel_err": err,
                 "bytes": 12 * n, "threads": THREADS,
             }
+            if tuning:
+                rec["tuning"] = True
             if n == sizes[-1]:
                 e = harness.measure_energy(launch, sets)
                 rec.update(energy_j_per_call=e["j_per_call"], avg_power_w=e["avg_power_w"],
@@ -120,7 +136,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     env = data["topics"][TOPIC]["env"]
     ceiling = next(r for r in rows if r["variant"] == "ceiling")
     fig, ax = plotting.new_figure(7, 4)
-    styles = {("cupy", "guard"): "o-", ("cupy", "grid_stride"): "s-",
+    styles = {("cupy", "guard"): "o-", ("cupy", "grid_stride"): "s-", ("cupy", "vec4"): "^-",
               ("numba", "guard"): "o--", ("numba", "grid_stride"): "s--",
               ("cuda_memcpy", "same_size"): "k:"}
     for (impl, variant), style in styles.items():

@@ -1,0 +1,323 @@
+"""Topic `host_transfer`: the PCIe link between the host and the GPU.
+
+(a) Copies, H2D and D2H, from pageable (NumPy) and pinned
+    (cupyx.empty_pinned; Numba: cuda.pinned_array) memory, 64 KiB to 1 GiB.
+    Each copy is synchronous and timed with the host's clock (see
+    host_transfer.time_copy for why not events); GB/s = bytes / time. The
+    ref of a pageable record is the pinned record of the same size and
+    direction (ratio < 1: pageable is slower); a pinned record is its own.
+(b) The chunked pipeline, H2D -> poly_chunk -> D2H per chunk, 256 MiB in 8
+    chunks, on 1 (pipeline_serial), 2 and 4 streams. iters is calibrated so
+    that a chunk's kernel lasts as long as its copy in. GB/s counts the
+    useful bytes over the link, 4n in + 4n out, per wall-clock call; ref:
+    the serial record. The CuPy records carry the timeline of one run
+    ([stream, kind, start_ms, end_ms] per operation) for the Gantt plot.
+(c) A kernel reading n float32 (256 MiB) that the host has just written:
+    explicit copy (the ref), managed memory with and without prefetch,
+    zero-copy, and the two-pass variants (zero_copy_twice's ref is
+    explicit_copy_twice: the same computation). GB/s = 4n (the input
+    crossing the link once) / time, CUDA events around the transfer and
+    kernel, after the host rewrote the input (untimed).
+
+Energy ((b) and (c)): NVML's total-energy counter over >= 2 s loops. It is
+the GPU board's energy only: the CPU, host memory and PCIe root complex
+that do half of every transfer are not in it. In (c) each call includes
+the host's rewrite of the input (the same in every mode) while the board
+idles; energy_j_above_idle subtracts the idle power measured in this run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .. import results
+from . import plotting
+
+TOPIC = "host_transfer"
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+COPY_BYTES = [64 * KIB, MIB, 16 * MIB, 256 * MIB, GIB]
+QUICK_COPY_BYTES = [64 * KIB, 16 * MIB, 256 * MIB]
+PIPELINE_BYTES, QUICK_PIPELINE_BYTES = 256 * MIB, 64 * MIB
+READ_BYTES, QUICK_READ_BYTES = 256 * MIB, 64 * MIB  # both > the 60 MiB L2 of an H200
+CHUNKS = 8
+STREAMS = (1, 2, 4)
+KIND_COLORS = {"h2d": "C0", "kernel": "C2", "d2h": "C1"}
+
+
+def _variant_of(streams: int) -> str:
+    return "pipeline_serial" if streams == 1 else f"pipeline_streams{streams}"
+
+
+def _record(impl, variant, n, ms, gbps, ref_variant, rel_err, **extra) -> dict:
+    return {"id": results.record_id(TOPIC, impl, variant, [n], "float32"), "topic": TOPIC, "impl": impl,
+            "variant": variant, "shape": [n], "dtype": "float32", "ms": ms, "gbps": gbps,
+            "ref": results.record_id(TOPIC, impl, ref_variant, [n], "float32"), "rel_err": rel_err, **extra}
+
+
+def _energy(fn, quick: bool) -> dict:
+    from .. import harness
+
+    e = harness.measure_energy(fn, min_seconds=0.5 if quick else 2.0)
+    return dict(energy_j_per_call=e["j_per_call"], avg_power_w=e["avg_power_w"],
+                energy_seconds=e["seconds"], energy_calls=e["calls"])
+
+
+def _free_pools() -> None:
+    import cupy as cp
+
+    cp.get_default_memory_pool().free_all_blocks()
+    cp.get_default_pinned_memory_pool().free_all_blocks()
+
+
+# ------------------------------------------------------------ (a) copies --
+
+def _measure_copies(quick: bool) -> list[dict]:
+    records = []
+    for nbytes in (QUICK_COPY_BYTES if quick else COPY_BYTES):
+        records += _copies_of(nbytes, max_seconds=0.5 if quick else 2.0)
+        _free_pools()  # the buffers of this size died with _copies_of
+    return records
+
+
+def _copies_of(nbytes: int, max_seconds: float) -> list[dict]:
+    """The eight copy records (2 directions x pageable/pinned x CuPy/Numba) of one size."""
+    import cupy as cp
+    import cupyx
+    from numba import cuda
+
+    from .. import host_transfer as ht
+
+    records = []
+    n = nbytes // 4
+    x = np.random.default_rng(n).random(n, dtype=np.float32)  # pageable
+    x_pin = ht.pinned_like(x)
+    back, back_pin = np.empty_like(x), cupyx.empty_pinned(n, dtype=np.float32)
+    nb_pin, nb_back_pin = cuda.pinned_array(n, dtype=np.float32), cuda.pinned_array(n, dtype=np.float32)
+    nb_pin[:] = x
+    dev = cp.empty(n, dtype=cp.float32)
+    nb_dev = cuda.as_cuda_array(dev)  # Numba's view of the same device memory
+    stream = cuda.stream()
+
+    def nb_h2d(host):
+        nb_dev.copy_to_device(host, stream=stream)
+        stream.synchronize()
+
+    def nb_d2h(host):
+        nb_dev.copy_to_host(host, stream=stream)
+        stream.synchronize()
+
+    hosts = {("cuda_memcpy", "h2d"): x_pin, ("cuda_memcpy", "d2h"): back_pin,
+             ("numba", "h2d"): nb_pin, ("numba", "d2h"): nb_back_pin}
+    for direction in ("h2d", "d2h"):
+        for mem in ("pinned", "pageable"):  # pinned first: it is the ref
+            variant = f"{direction}_{mem}"
+            for impl in ("cuda_memcpy", "numba"):
+                if mem == "pinned":
+                    host = hosts[impl, direction]
+                else:
+                    host = x if direction == "h2d" else back
+                # The start: NaN wherever the copy writes (device for h2d, host for d2h).
+                if direction == "h2d":
+                    dev.fill(cp.nan)
+                else:
+                    ht.copy_h2d(x_pin, dev)
+                    host[:] = np.nan
+                cp.cuda.Device().synchronize()
+                if impl == "cuda_memcpy":
+                    t = ht.time_copy(host, dev, direction, max_seconds=max_seconds)
+                    if t["pinned"] != (mem == "pinned"):
+                        raise RuntimeError(f"{variant}: the host buffer's pinned={t['pinned']}")
+                else:
+                    fn = (lambda h=host: nb_h2d(h)) if direction == "h2d" else (lambda h=host: nb_d2h(h))
+                    t = ht.time_sync(fn, max_seconds=max_seconds)
+                got = cp.asnumpy(dev) if direction == "h2d" else host
+                if not np.array_equal(got, x):  # copies are exact, bit for bit
+                    raise RuntimeError(f"{impl} {variant} {nbytes} B: the copy is not exact")
+                records.append(_record(impl, variant, n, t["ms"], nbytes / (t["ms"] * 1e-3) / 1e9,
+                                       f"{direction}_pinned", 0.0, ms_min=t["ms_min"], bytes=nbytes,
+                                       samples=t["samples"], batch=t["batch"]))
+    return records
+
+
+# ---------------------------------------------------------- (b) pipeline --
+
+def _measure_pipeline(quick: bool) -> list[dict]:
+    import cupy as cp
+    from numba import cuda
+
+    from .. import harness
+    from .. import host_transfer as ht
+
+    n = (QUICK_PIPELINE_BYTES if quick else PIPELINE_BYTES) // 4
+    balance = ht.balance_iters(n // CHUNKS)
+    iters = balance["iters"]
+    x = ht.pinned_like(np.random.default_rng(1).random(n, dtype=np.float32) + np.float32(0.5))
+    out = ht.pinned_like(np.full(n, np.nan, dtype=np.float32))
+    ref = ht.poly_reference(x, iters)
+    work = (cp.empty(n, dtype=cp.float32), cp.empty(n, dtype=cp.float32))
+    nb_x, nb_out = cuda.pinned_array(n, dtype=np.float32), cuda.pinned_array(n, dtype=np.float32)
+    nb_x[:] = x
+    nb_work = (cuda.device_array(n, dtype=np.float32), cuda.device_array(n, dtype=np.float32))
+    common = dict(bytes=8 * n, chunks=CHUNKS, iters=iters, chunk_copy_ms=balance["copy_ms"],
+                  kernel_ms_per_iter=balance["kernel_ms_per_iter"])
+    records = []
+    for impl in ("cupy", "numba"):
+        for streams in STREAMS:
+            if impl == "cupy":
+                def run(s=streams, timeline=False):
+                    return ht.pipeline(x, out, chunks=CHUNKS, streams=s, iters=iters, work=work, timeline=timeline)
+                host_out = out
+            else:
+                def run(s=streams):
+                    return ht.pipeline_numba(nb_x, nb_out, chunks=CHUNKS, streams=s, iters=iters, work=nb_work)
+                host_out = nb_out
+            host_out[:] = np.nan  # poison
+            run()
+            err = harness.rel_err(host_out, ref)
+            if not err <= 1e-6:  # also catches NaN
+                raise RuntimeError(f"{impl} pipeline streams={streams}: rel_err {err}")
+            # Wall clock per call: the pipeline returns when its last copy is done.
+            t = ht.time_sync(run, samples=10 if quick else 20, max_seconds=1.0 if quick else 4.0)
+            rec = _record(impl, _variant_of(streams), n, t["ms"], 8 * n / (t["ms"] * 1e-3) / 1e9,
+                          "pipeline_serial", err, ms_min=t["ms_min"], streams=streams, **common)
+            if impl == "cupy":
+                rec["timeline"] = [[k, kind, round(a, 4), round(b, 4)] for k, kind, a, b in run(timeline=True)]
+            rec.update(_energy(run, quick))
+            records.append(rec)
+    return records
+
+
+# -------------------------------------- (c) managed memory and zero-copy --
+
+READ_REFS = {"explicit_copy_twice": "explicit_copy", "zero_copy_twice": "explicit_copy_twice"}
+
+
+def _measure_host_read(quick: bool) -> list[dict]:
+    from .. import harness
+    from .. import host_transfer as ht
+
+    n = (QUICK_READ_BYTES if quick else READ_BYTES) // 4
+    src = np.random.default_rng(2).random(n, dtype=np.float32) + np.float32(0.5)
+    idle = harness.idle_power_w()
+    records = []
+    for impl, modes in (("cupy", ht.HOST_READ_MODES), ("numba", ht.NUMBA_HOST_READ_MODES)):
+        for mode in modes:
+            case = ht.HostRead(mode, src, impl=impl)
+            case.run()
+            err = harness.rel_err(case.result(), case.expected())
+            if not err <= (1e-5 if case.twice else 0.0):  # 2x is exact; NaN fails
+                raise RuntimeError(f"{impl} {mode}: rel_err {err}")
+            t = ht.time_host_read(case, samples=5 if quick else 10)
+            rec = _record(impl, mode, n, t["ms"], case.link_bytes / (t["ms"] * 1e-3) / 1e9,
+                          READ_REFS.get(mode, "explicit_copy"), err, ms_min=t["ms_min"], ms_max=t["ms_max"],
+                          bytes=case.link_bytes)
+            rec.update(_energy(lambda c=case: (c.reset(), c.run()), quick))
+            per_call_s = rec["energy_seconds"] / rec["energy_calls"]
+            rec.update(seconds_per_call=per_call_s, idle_power_w=idle,
+                       energy_j_above_idle=rec["energy_j_per_call"] - idle * per_call_s)
+            records.append(rec)
+            case = None  # free its buffers before the next mode allocates
+            _free_pools()
+    return records
+
+
+def measure(quick: bool = False) -> list[dict]:
+    records = []
+    for part in (_measure_copies, _measure_pipeline, _measure_host_read):
+        records += part(quick)
+        _free_pools()
+    by_id = {r["id"]: r for r in records}
+    for r in records:
+        r["ratio"] = r["gbps"] / by_id[r["ref"]]["gbps"]
+    return records
+
+
+# ------------------------------------------------------------------ plots --
+
+def plot(data: dict, out_dir: Path) -> list[Path]:
+    rows = results.select(data, TOPIC)
+    if not rows:
+        return []
+    env = data["topics"][TOPIC]["env"]
+    paths = []
+    # 1. Copy bandwidth against size, pinned and pageable, both directions.
+    fig, ax = plotting.new_figure(7, 4)
+    styles = {("h2d", "pinned"): ("C0", "-"), ("h2d", "pageable"): ("C0", "--"),
+              ("d2h", "pinned"): ("C1", "-"), ("d2h", "pageable"): ("C1", "--")}
+    for (direction, mem), (color, ls) in styles.items():
+        for impl, marker, alpha in (("cuda_memcpy", "o", 1.0), ("numba", "x", 0.5)):
+            pts = sorted((r["bytes"], r["gbps"]) for r in rows
+                         if r["impl"] == impl and r["variant"] == f"{direction}_{mem}")
+            if pts:
+                xs, ys = zip(*pts)
+                ax.plot(xs, ys, ls=ls, marker=marker, color=color, alpha=alpha, markersize=4,
+                        label=f"{direction} {mem}" + (" (numba)" if impl == "numba" else ""))
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("bytes per copy (synchronous copy, host clock)")
+    ax.set_ylabel("GB/s")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, ncol=2, loc="upper left")
+    paths += plotting.save(fig, ax, TOPIC, env, out_dir, "Host <-> device copies, pageable vs pinned")
+    # 2. Timeline (Gantt) of the serial pipeline and of 4 streams.
+    timed = {r["variant"]: r for r in rows if r["impl"] == "cupy" and "timeline" in r}
+    shown = [v for v in ("pipeline_serial", "pipeline_streams4") if v in timed]
+    if shown:
+        fig, ax = plotting.new_figure(8, 3.6)
+        labels, row = [], 0
+        for variant in shown:
+            rec = timed[variant]
+            for k in range(rec["streams"]):
+                for kind, color in KIND_COLORS.items():
+                    bars = [(a, b - a) for s, kd, a, b in rec["timeline"] if s == k and kd == kind]
+                    ax.broken_barh(bars, (row - 0.4, 0.8), facecolors=color, edgecolor="white", linewidth=0.3,
+                                   alpha=0.85, label=kind if row == 0 else None)
+                labels.append(f"{'serial' if rec['streams'] == 1 else '4 streams'}: stream {k}")
+                row += 1
+        ax.set_yticks(range(row), labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel(f"ms from the first event ({timed[shown[0]]['chunks']} chunks of "
+                      f"{timed[shown[0]]['bytes'] // 2 // timed[shown[0]]['chunks'] / 2**20:.0f} MiB; "
+                      f"a bar starts when its stream reaches it)")
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+        paths += plotting.save(fig, ax, f"{TOPIC}_timeline", env, out_dir,
+                               "Copy/compute overlap: H2D, kernel, D2H per chunk")
+    # 3. Reading host-written data: time and board energy per mode.
+    reads = [r for r in rows if r["impl"] == "cupy" and "energy_j_above_idle" in r]
+    if reads:
+        from .. import host_transfer as ht
+
+        order = {m: i for i, m in enumerate(ht.HOST_READ_MODES)}
+        reads.sort(key=lambda r: order.get(r["variant"], 99))
+        fig, ax = plotting.new_figure(8, 4)
+        xs = np.arange(len(reads))
+        ax.bar(xs - 0.2, [r["ms"] for r in reads], 0.4, color="C0", label="time (ms)")
+        ax.set_ylabel("time per read of the input (ms)")
+        ax2 = ax.twinx()
+        ax2.bar(xs + 0.2, [r["energy_j_per_call"] for r in reads], 0.4, color="C3", alpha=0.5,
+                label="board energy per call (J)")
+        ax2.bar(xs + 0.2, [r["energy_j_above_idle"] for r in reads], 0.4, color="C3",
+                label="of which above idle (J)")
+        ax2.set_ylabel("board energy per call, incl. the host's rewrite (J)")
+        ax.set_xticks(xs, [r["variant"].replace("_", "\n", 1) for r in reads], fontsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
+        handles = ax.get_legend_handles_labels()
+        handles2 = ax2.get_legend_handles_labels()
+        ax.legend(handles[0] + handles2[0], handles[1] + handles2[1], fontsize=7, loc="best")
+        n = reads[0]["shape"][0]
+        paths += plotting.save(fig, ax, f"{TOPIC}_host_read", env, out_dir,
+                               f"A kernel reading {4 * n / 2**20:.0f} MiB the host wrote")
+    return paths
+
+
+def summary(data: dict) -> list[str]:
+    out = [f"{'impl':11} {'variant':20} {'n':>10} {'ms':>9} {'GB/s':>7} {'ratio':>6} {'J/call':>8} "
+           f"{'J>idle':>8} {'rel_err':>8}"]
+    for r in results.select(data, TOPIC):
+        out.append(f"{r['impl']:11} {r['variant']:20} {r['shape'][0]:>10} {r['ms']:9.3f} {r['gbps']:7.2f} "
+                   f"{r['ratio']:6.3f} {r.get('energy_j_per_call', float('nan')):8.3f} "
+                   f"{r.get('energy_j_above_idle', float('nan')):8.3f} {r['rel_err']:8.1e}")
+    return out

@@ -1,0 +1,228 @@
+"""The memory-hierarchy kernels (kernels/memory.py, kernels/cuda/memory.cu).
+
+- The pointer chases must end on the node the chain predicts after
+  warm + steps loads (a chase that skipped or repeated a load would not).
+- The energy kernels must compute what their closed forms say.
+- Strided / misaligned copies and AoS / SoA are exact (they only move or
+  scale floats), at odd sizes, with outputs poisoned with NaN.
+Numba versions run in the CUDA simulator at tiny sizes; CuPy needs a GPU.
+"""
+
+import numpy as np
+import pytest
+
+from kernels import memory
+from kernels.device import numba_simulator
+
+STRIDES = [1, 2, 3, 8, 32]
+OFFSETS = [0, 1, 7, 32]
+
+
+def walk(succ, node, count):
+    for _ in range(count):
+        node = succ[node]
+    return node
+
+
+def test_random_cycle_visits_every_node_once():
+    for nodes in (1, 2, 7, 1000):
+        succ = memory.random_cycle(nodes, seed=nodes)
+        seen, node = set(), 0
+        for _ in range(nodes):
+            seen.add(int(node))
+            node = succ[node]
+        assert node == 0 and len(seen) == nodes
+
+
+# ------------------------------------------------------------- CuPy ----
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("l2_only", [False, True])
+@pytest.mark.parametrize("nbytes,stride,steps", [(128, 128, 5), (16 << 10, 128, 1000), (1 << 20, 256, 333)])
+def test_global_chase_ends_where_the_chain_says(nbytes, stride, steps, l2_only):
+    import cupy as cp
+
+    buf, start = memory.chain_global(nbytes, stride, seed=3)
+    # the chain itself: every node points at its successor's address
+    succ = memory.random_cycle(nbytes // stride, seed=3)
+    host = cp.asnumpy(buf).reshape(-1, stride // 8)[:, 0]
+    np.testing.assert_array_equal(host, start + succ.astype(np.uint64) * stride)
+    r = memory.latency_global(nbytes, stride=stride, steps=steps, l2_only=l2_only, seed=3)
+    nodes = nbytes // stride
+    want = walk(succ, 0, nodes + steps)  # warm walks the whole chain once
+    assert r["end"] == want * stride
+    assert r["cycles"] > 0 and r["ns"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("entries,steps", [(1, 10), (100, 1000), (memory.CHASE_SHARED_MAX, 4096)])
+def test_shared_chase_ends_where_the_chain_says(entries, steps):
+    r = memory.latency_shared(entries, steps=steps, seed=5)
+    succ = memory.random_cycle(entries, seed=5)
+    assert r["end"] == 4 * walk(succ, 0, entries + steps)
+    assert r["cycles"] > 0
+
+
+@pytest.mark.gpu
+def test_read_global_sums_every_element_reps_times():
+    import cupy as cp
+
+    x = cp.random.default_rng(0).random(4 * 4096, dtype=cp.float32)
+    blocks, threads = 5, 64
+    out = cp.full(blocks * threads, cp.nan, dtype=cp.float32)
+    memory.read_global_cupy(x, 3, out, blocks=blocks, threads=threads)
+    want = 3 * float(cp.sum(x, dtype=cp.float64))
+    assert abs(float(cp.sum(out, dtype=cp.float64)) - want) <= 1e-5 * want
+
+
+@pytest.mark.gpu
+def test_read_shared_matches_its_indexing():
+    import cupy as cp
+
+    x = cp.random.default_rng(1).random(4 * memory.READ_SHARED_F4, dtype=cp.float32)
+    blocks, threads, reps = 3, 64, 40
+    out = cp.full(blocks * threads, cp.nan, dtype=cp.float32)
+    memory.read_shared_cupy(x, reps, out, blocks=blocks, threads=threads)
+    x4 = cp.asnumpy(x).astype(np.float64).reshape(-1, 4).sum(axis=1)
+    t = np.arange(threads)
+    idx = (t[:, None] + 32 * np.arange(reps)[None, :]) & (memory.READ_SHARED_F4 - 1)
+    want = np.tile(x4[idx].sum(axis=1), blocks)
+    np.testing.assert_allclose(cp.asnumpy(out), want, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_fma_registers_follows_the_recurrence():
+    import cupy as cp
+
+    blocks, threads, iters = 2, 128, 1000
+    out = cp.full(blocks * threads, cp.nan, dtype=cp.float32)
+    memory.fma_registers_cupy(iters, out, blocks=blocks, threads=threads)
+    want = np.tile(memory.fma_registers_reference(iters, threads), blocks)
+    np.testing.assert_allclose(cp.asnumpy(out), want, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stride", STRIDES)
+@pytest.mark.parametrize("n", [1, 1000, 2**16 + 3])
+def test_cupy_copy_strided(n, stride):
+    import cupy as cp
+
+    x = cp.random.default_rng(n).random((n - 1) * stride + 1, dtype=cp.float32)
+    out = cp.full(n, cp.nan, dtype=cp.float32)
+    assert memory.copy_strided_cupy(x, out, stride) is out
+    cp.testing.assert_array_equal(out, x[::stride])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("offset", OFFSETS)
+@pytest.mark.parametrize("n", [1, 1000, 2**16 + 3])
+def test_cupy_copy_offset(n, offset):
+    import cupy as cp
+
+    x = cp.random.default_rng(n).random(n + offset, dtype=cp.float32)
+    out = cp.full(n, cp.nan, dtype=cp.float32)
+    memory.copy_offset_cupy(x, out, offset)
+    cp.testing.assert_array_equal(out, x[offset:])
+
+
+def points(n, layout, seed=0):
+    aos = np.random.default_rng(seed).standard_normal((n, 3), dtype=np.float32)
+    return aos, (aos if layout == "aos" else np.ascontiguousarray(aos.T))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", memory.LAYOUTS)
+@pytest.mark.parametrize("n", [1, 1000, 2**16 + 3])
+def test_cupy_aos_soa(n, layout):
+    import cupy as cp
+
+    aos, p = points(n, layout, seed=n)
+    out = cp.full(n, cp.nan, dtype=cp.float32)
+    memory.norm_cupy(cp.asarray(p), layout, out)
+    np.testing.assert_allclose(cp.asnumpy(out), np.linalg.norm(aos.astype(np.float64), axis=1), rtol=1e-6)
+    scaled = memory.scale_x_cupy(cp.asarray(p), layout)
+    np.testing.assert_array_equal(cp.asnumpy(scaled), 2 * aos[:, 0])
+
+
+@pytest.mark.gpu
+def test_cupy_wrappers_reject_bad_input():
+    import cupy as cp
+
+    x = cp.zeros(100, dtype=cp.float32)
+    with pytest.raises(TypeError, match="x must be a cupy.ndarray"):
+        memory.copy_strided_cupy(np.zeros(100, np.float32), x, 1)
+    with pytest.raises(TypeError, match="dtype float32"):
+        memory.copy_strided_cupy(x.astype(cp.float64), x, 1)
+    with pytest.raises(ValueError, match="x must hold"):
+        memory.copy_strided_cupy(x, cp.zeros(51, dtype=cp.float32), 2)
+    with pytest.raises(ValueError, match="stride must be in"):
+        memory.copy_strided_cupy(x, x, 0)
+    with pytest.raises(ValueError, match="x must hold out.size"):
+        memory.copy_offset_cupy(x, x, 1)
+    with pytest.raises(ValueError, match="shape"):
+        memory.norm_cupy(cp.zeros((3, 5), dtype=cp.float32), "aos")
+    with pytest.raises(ValueError, match="layout"):
+        memory.norm_cupy(cp.zeros((5, 3), dtype=cp.float32), "aosoa")
+    with pytest.raises(ValueError, match="4 \\* 2\\^k"):
+        memory.read_global_cupy(cp.zeros(12, dtype=cp.float32), 1, x, blocks=1, threads=32)
+
+
+# ------------------------------------------------------------ Numba ----
+
+@pytest.mark.parametrize("stride", [1, 3, 32])
+def test_numba_copy_strided(stride):
+    from numba import cuda
+
+    n = 301 if numba_simulator() else 2**16 + 3  # 3 blocks of 32 threads x 4
+    x = np.random.default_rng(stride).random((n - 1) * stride + 1, dtype=np.float32)
+    out = cuda.to_device(np.full(n, np.nan, dtype=np.float32))
+    memory.copy_strided_numba(cuda.to_device(x), out, stride, threads=32)
+    np.testing.assert_array_equal(out.copy_to_host(), x[::stride])
+
+
+@pytest.mark.parametrize("offset", [0, 1, 32])
+def test_numba_copy_offset(offset):
+    from numba import cuda
+
+    n = 301 if numba_simulator() else 2**16 + 3  # 3 blocks of 32 threads x 4
+    x = np.random.default_rng(offset).random(n + offset, dtype=np.float32)
+    out = cuda.to_device(np.full(n, np.nan, dtype=np.float32))
+    memory.copy_offset_numba(cuda.to_device(x), out, offset, threads=32)
+    np.testing.assert_array_equal(out.copy_to_host(), x[offset:])
+
+
+@pytest.mark.parametrize("layout", memory.LAYOUTS)
+def test_numba_aos_soa(layout):
+    from numba import cuda
+
+    n = 150 if numba_simulator() else 2**16 + 3
+    aos, p = points(n, layout, seed=n)
+    out = cuda.to_device(np.full(n, np.nan, dtype=np.float32))
+    memory.points_numba("norm", cuda.to_device(p), layout, out, threads=32)
+    np.testing.assert_allclose(out.copy_to_host(), np.linalg.norm(aos.astype(np.float64), axis=1), rtol=1e-6)
+    scaled = memory.points_numba("scale_x", cuda.to_device(p), layout, threads=32)
+    np.testing.assert_array_equal(scaled.copy_to_host(), 2 * aos[:, 0])
+
+
+def test_numba_chase_ends_where_the_chain_says():
+    nbytes, stride = (4096, 128) if numba_simulator() else (1 << 20, 128)
+    steps = 50 if numba_simulator() else 4096
+    r = memory.latency_global_numba(nbytes, steps=steps, stride=stride, seed=2)
+    succ = memory.random_cycle(nbytes // stride, seed=2)
+    assert r["end"] == walk(succ, 0, steps) * (stride // 4)
+    if not numba_simulator():
+        assert r["ns"] > 0
+
+
+def test_numba_wrappers_reject_bad_input():
+    from numba import cuda
+
+    x = cuda.to_device(np.zeros(10, dtype=np.float32))
+    with pytest.raises(TypeError, match="CUDA device array"):
+        memory.copy_strided_numba(np.zeros(10, np.float32), x, 1)
+    with pytest.raises(ValueError, match="x must hold"):
+        memory.copy_offset_numba(x, x, 3)
+    with pytest.raises(ValueError, match="shape"):
+        memory.points_numba("norm", cuda.to_device(np.zeros((4, 2), np.float32)), "soa")
+    with pytest.raises(ValueError, match="op must be"):
+        memory.points_numba("sum", cuda.to_device(np.zeros((4, 3), np.float32)), "aos")
