@@ -41,6 +41,12 @@ def sector_model(stride: int) -> float:
     return 2.0 / (min(stride, 8) + 1)
 
 
+def dram64_model(stride: int) -> float:
+    """The same if DRAM moved 64 bytes (two sectors) per sector requested:
+    the read amplification grows up to a stride of 16 floats."""
+    return 2.0 / (min(stride, 16) + 1)
+
+
 def measure(quick: bool = False) -> list[dict]:
     import cupy as cp
     from numba import cuda
@@ -152,6 +158,8 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
             ax.plot(xs, ys, style, markersize=4, label=f"{impl}: out[i] = x[i * stride]")
     s = np.arange(1, 33)
     ax.plot(s, [sector_model(int(v)) for v in s], "k:", label="32-byte sector model 2 / (min(stride, 8) + 1)")
+    ax.plot(s, [dram64_model(int(v)) for v in s], "--", color="grey", lw=0.9,
+            label="64-byte DRAM model 2 / (min(stride, 16) + 1)")
     ax.set_xlabel("stride (floats)")
     ax.set_ylabel("useful bandwidth / copy bandwidth")
     ax.set_ylim(0, 1.1)
