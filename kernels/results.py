@@ -72,8 +72,9 @@ def validate(data: dict) -> list[str]:
         for key in REQUIRED:
             if key not in r:
                 problems.append(f"{rid}: lacks {key}")
-        if not ("gbps" in r or "tflops" in r or "gops" in r):
-            problems.append(f"{rid}: has no rate (gbps, tflops, or gops for integer operations)")
+        if not ("gbps" in r or "tflops" in r or "gops" in r or r.get("check") is True):
+            problems.append(f"{rid}: has no rate (gbps, tflops, or gops for integer operations; "
+                            f"or check: true for a record that compares two answers, not a speed)")
         if not isinstance(r.get("shape"), list) or not all(isinstance(s, int) for s in r.get("shape", [])):
             problems.append(f"{rid}: shape must be a list of ints")
         if r.get("topic") not in data.get("topics", {}):

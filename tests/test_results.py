@@ -365,3 +365,14 @@ def test_memory_page_claims_hold():
     assert max(once, key=lambda v: cu[v]["energy_j_per_call"]) == "managed"
     nb = {v: r for (i, v, n), r in ht.items() if i == "numba"}
     assert nb["pipeline_streams4"]["ratio"] < cu["pipeline_streams4"]["ratio"]
+
+
+def test_check_records_need_no_rate():
+    """occupancy_check compares two answers: `check: true` stands in for a rate."""
+    rid = results.record_id("occupancy_check", "cupy", "k", [256, 0], "n/a")
+    r = {"id": rid, "topic": "occupancy_check", "impl": "cupy", "variant": "k", "shape": [256, 0],
+         "dtype": "n/a", "ms": None, "ref": rid, "ratio": 1.0, "rel_err": 0.0, "check": True}
+    data = results.merge({}, ENV, [r])
+    assert results.validate(data) == []
+    del data["records"][0]["check"]
+    assert any("has no rate" in p for p in results.validate(data))

@@ -1,0 +1,64 @@
+"""Topic `occupancy_check`: the occupancy calculator (kernels/occupancy.py)
+against the driver (cudaOccupancyMaxActiveBlocksPerMultiprocessor) for
+every CuPy kernel of the project, at 64, 256 and 1024 threads per block
+(where the kernel allows them) and 0 or 16 KB of dynamic shared memory.
+
+A record per case: calc_blocks_per_sm, driver_blocks_per_sm, the binding
+limit(s) the calculator names, the kernel's registers and static shared
+memory, occupancy. These records compare two answers, not speeds:
+`check: true`, no rate, ms null; ratio = calc / driver (1.0 when both are
+0), ref = the record itself, rel_err = |calc - driver| / max(driver, 1).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import results
+
+TOPIC = "occupancy_check"
+THREADS = (64, 256, 1024)
+DYNAMIC = (0, 16 << 10)
+
+
+def measure(quick: bool = False) -> list[dict]:
+    from .. import occupancy as occ
+
+    limits = occ.device_limits()
+    records = []
+    kernels = occ.all_cupy_kernels()
+    for name, kern in (kernels[::8] if quick else kernels):
+        a = occ.kernel_attributes(kern)
+        for threads in THREADS:
+            if threads > a["max_threads_per_block"]:
+                continue
+            for dyn in DYNAMIC:
+                if dyn > a["max_dynamic_smem"]:
+                    continue
+                o = occ.kernel_occupancy(kern, threads, dyn, limits)
+                drv = occ.driver_blocks_per_sm(kern, threads, dyn)
+                rid = results.record_id(TOPIC, "cupy", name, [threads, dyn], "n/a")
+                records.append({
+                    "id": rid, "topic": TOPIC, "impl": "cupy", "variant": name, "shape": [threads, dyn],
+                    "dtype": "n/a", "ms": None, "check": True, "ref": rid,
+                    "ratio": 1.0 if o.blocks_per_sm == drv == 0 else o.blocks_per_sm / max(drv, 1),
+                    "rel_err": abs(o.blocks_per_sm - drv) / max(drv, 1),
+                    "threads": threads, "dynamic_smem": dyn, "regs": a["regs"], "smem_bytes": a["static_smem"],
+                    "calc_blocks_per_sm": o.blocks_per_sm, "driver_blocks_per_sm": drv,
+                    "occupancy": o.occupancy, "binding": " + ".join(o.binding),
+                })
+    return records
+
+
+def plot(data: dict, out_dir: Path) -> list[Path]:
+    return []
+
+
+def summary(data: dict) -> list[str]:
+    rows = results.select(data, TOPIC)
+    wrong = [r for r in rows if r["calc_blocks_per_sm"] != r["driver_blocks_per_sm"]]
+    out = [f"{len(rows)} cases, {len(rows) - len(wrong)} equal to the driver"]
+    for r in wrong[:20]:
+        out.append(f"  DIFFERS {r['variant']} threads={r['threads']} dyn={r['dynamic_smem']}: "
+                   f"calc {r['calc_blocks_per_sm']} driver {r['driver_blocks_per_sm']}")
+    return out
