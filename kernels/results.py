@@ -114,7 +114,9 @@ HEADERS = {
            "energy_pj_per_op": "能耗 (pJ/字或 FMA)", "energy_dynamic_pj_per_op": "高出空闲部分 (pJ)",
            "relative_energy": "相对 FMA", "relative_energy_dynamic": "相对 FMA（高出空闲）",
            "stride": "步长", "offset": "偏移", "sectors_per_request": "每个 warp 的扇区数",
-           "sector_model": "扇区模型"},
+           "sector_model": "扇区模型", "calc_blocks_per_sm": "计算器：每 SM 块数",
+           "driver_blocks_per_sm": "驱动：每 SM 块数", "binding": "受限于", "dynamic_smem": "动态共享内存 (B)",
+           "threads": "线程数"},
     "en": {"impl": "impl", "variant": "variant", "shape": "shape", "n": "elements", "dtype": "dtype",
            "ms": "time (ms)", "gbps": "bandwidth (GB/s)", "tflops": "TFLOP/s", "ratio": "ratio to ref",
            "ref": "reference", "rel_err": "rel. error", "energy_j_per_gflop": "energy (J/GFLOP)",
@@ -127,7 +129,9 @@ HEADERS = {
            "energy_pj_per_op": "energy (pJ/word or FMA)", "energy_dynamic_pj_per_op": "above idle (pJ)",
            "relative_energy": "× FMA", "relative_energy_dynamic": "× FMA (above idle)",
            "stride": "stride", "offset": "offset", "sectors_per_request": "sectors per warp",
-           "sector_model": "sector model"},
+           "sector_model": "sector model", "calc_blocks_per_sm": "calculator: blocks/SM",
+           "driver_blocks_per_sm": "driver: blocks/SM", "binding": "bound by", "dynamic_smem": "dynamic shared (B)",
+           "threads": "threads"},
 }
 
 

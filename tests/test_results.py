@@ -389,10 +389,19 @@ def test_occupancy_results_hold():
     best = max(v for _, v in mem)
     assert all(v < 0.6 * best for o, v in mem if o <= 0.125)                 # starved of loads in flight
     assert all(v >= 0.9 * best for o, v in mem if o >= 0.5)                  # enough from half occupancy on
+    mem_all = [r for r in sweep.values() if r["kind"] == "memory"]
+    fastest = max(mem_all, key=lambda r: r["ratio"])
+    assert fastest["variant"] == "vector_add/threads_32t" and fastest["occupancy"] == 0.5
+    for r1 in mem_all:  # energy per byte falls as bandwidth rises (beyond noise: 0.1 of the copy)
+        for r2 in mem_all:
+            if r2["ratio"] > r1["ratio"] + 0.1:
+                assert r2["energy_pj_per_byte"] < r1["energy_pj_per_byte"], (r1["variant"], r2["variant"])
     auto = {m: sweep[f"autotuned/min_blocks_{m}"] for m in (1, 2, 3, 4)}
     assert max(auto.values(), key=lambda r: r["ratio"])["occupancy"] == 0.125  # best at 12.5 %
     assert auto[1]["local_bytes"] == auto[2]["local_bytes"] == 0 < auto[3]["local_bytes"] < auto[4]["local_bytes"]
     assert auto[4]["ratio"] < auto[3]["ratio"] < auto[2]["ratio"]            # the cap spills, and it costs
+    assert auto[4]["ratio"] < 0.15 and [auto[m]["regs"] for m in (3, 4)] == [168, 128]
+    assert auto[4]["energy_j_per_gflop"] > auto[3]["energy_j_per_gflop"] > auto[2]["energy_j_per_gflop"]
     assert sweep["autotuned/one_block"]["ratio"] < 0.7 * auto[2]["ratio"]     # but 1 block is too few
     s16 = sorted((r["occupancy"], r["ratio"]) for v, r in sweep.items() if v.startswith("smem_tiled16/"))
     assert [v for _, v in s16] == sorted(v for _, v in s16)                  # no ILP: occupancy helps throughout
