@@ -2,6 +2,8 @@
 # make test   — run every test: kernels, examples, every code block of every page
 # make bench  — measure on the GPU; writes docs/assets/results/<gpu>.json and plots
 # make sanitize — compute-sanitizer memcheck and racecheck over the CUDA C kernels
+# make profile — Nsight Compute on one example's kernel (GPU), e.g.
+#                make profile EXAMPLE=stencil ARGS="--variant naive --impl cupy" KERNEL=conv_
 #
 # With no PYTHON given, the first run creates .venv and installs what is needed
 # (CuPy too, when nvidia-smi finds a GPU). With PYTHON=python3 (an interpreter
@@ -19,12 +21,12 @@ endif
 EXTRAS := docs,test$(shell nvidia-smi -L >/dev/null 2>&1 && echo ,gpu)
 PYTEST_ARGS ?=
 
-.PHONY: help serve build test bench sanitize clean
+.PHONY: help serve build test bench sanitize profile clean
 
 export NO_MKDOCS_2_WARNING := 1
 
 help:
-	@sed -n '1,9p' Makefile
+	@sed -n '1,11p' Makefile
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -48,6 +50,24 @@ bench: $(SETUP)
 sanitize: $(SETUP)
 	compute-sanitizer --tool memcheck --error-exitcode 1 $(PY) -m tests.gpu_driver
 	compute-sanitizer --tool racecheck --error-exitcode 1 $(PY) -m tests.gpu_driver
+
+# Nsight Compute, clocks left alone (--clock-control none: the card runs at the
+# clocks the benchmarks saw), the first launch of kernels matching KERNEL;
+# the sections and metrics that the four-step chapter reads at each step.
+EXAMPLE ?= stencil
+ARGS ?= --variant naive --impl cupy --size 2048
+KERNEL ?= conv_
+NCU_SECTIONS ?= --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+	--section WarpStateStats --section LaunchStats --section SchedulerStats
+M1 := dram__bytes_read.sum,dram__bytes_write.sum,sm__warps_active.avg.pct_of_peak_sustained_active
+M2 := l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum
+M3 := l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum
+NCU_METRICS ?= --metrics $(M1),$(M2),$(M3)
+profile: $(SETUP)
+	mkdir -p profile
+	ncu --clock-control none -k regex:$(KERNEL) -c 1 $(NCU_SECTIONS) $(NCU_METRICS) \
+		-o profile/$(EXAMPLE) -f $(PY) examples/$(EXAMPLE).py $(ARGS)
+	ncu --import profile/$(EXAMPLE).ncu-rep --page details
 
 clean:
 	rm -rf site build .pytest_cache docs/notebooks/*.ipynb

@@ -153,7 +153,22 @@ def transpose() -> None:
         assert bool(cp.array_equal(tr.copy_tiled_cupy(x), x))
 
 
-DRIVERS = [vector_add, reduction, divergence, ilp, matmul, memory, host_transfer, transpose]
+def stencil() -> None:
+    import cupy as cp
+    import numpy as np
+
+    from kernels import stencil as st
+
+    for H, W in ((1, 1), (5, 7), (33, 65), (130, 47)):
+        x = cp.random.standard_normal((H, W), dtype=cp.float32)
+        w = cp.random.standard_normal((st.KW, st.KW), dtype=cp.float32)
+        ref = st.reference(cp.asnumpy(x), cp.asnumpy(w))
+        for variant in st.VARIANTS:
+            out = st.conv2d_cupy(x, w, variant=variant)
+            assert np.allclose(cp.asnumpy(out), ref, rtol=1e-4, atol=1e-4), (variant, H, W)
+
+
+DRIVERS = [vector_add, reduction, divergence, ilp, matmul, memory, host_transfer, transpose, stencil]
 
 
 def main(argv=None) -> int:

@@ -9,9 +9,9 @@ Each topic module exposes `TOPIC`, `measure(quick) -> list[record]` and
 
 from __future__ import annotations
 
-from . import (ceilings, coalescing, divergence, energy, host_transfer, ilp, latency, matmul, occupancy_check,
-               occupancy_sweep, reduction, transpose, vector_add)
+from . import (ceilings, coalescing, divergence, energy, four_step, host_transfer, ilp, latency, matmul,
+               occupancy_check, occupancy_sweep, reduction, transpose, vector_add)
 
 TOPICS = {m.TOPIC: m for m in (ceilings, vector_add, reduction, divergence, ilp, matmul, latency, energy,
                                  coalescing, transpose, host_transfer, occupancy_check,
-                                 occupancy_sweep)}
+                                 occupancy_sweep, four_step)}

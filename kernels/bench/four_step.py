@@ -1,0 +1,117 @@
+"""Topic `four_step`: the four-step tuning method applied to a 5 x 5 image
+convolution (kernels/stencil.py) at 8192 x 8192 float32 (quick: 2048^2).
+
+Every CUDA C step and both Numba steps: time (median of CUDA-event
+samples), useful TFLOP/s (2 * 25 FLOP per pixel), the compulsory traffic's
+GB/s (4 bytes read + 4 written per pixel), board energy per useful GFLOP
+from NVML over >= 2 s and its ratio to step 1, the kernel's registers,
+shared memory and the driver's occupancy, rel_err against a float64
+product on a NaN-poisoned output. ref = step 1 (naive CUDA C), so ratio is
+the speed-up over the baseline.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .. import results
+from . import plotting
+
+TOPIC = "four_step"
+SIZE, QUICK_SIZE = 8192, 2048
+
+
+def measure(quick: bool = False) -> list[dict]:
+    import cupy as cp
+    from numba import cuda
+
+    from .. import harness, stencil as st
+    from ..device import kernel_attributes
+
+    n = QUICK_SIZE if quick else SIZE
+    rng = cp.random.default_rng(0)
+    sets = []
+    for _ in range(harness.rotation(8 * n * n)):
+        x = rng.standard_normal((n, n), dtype=cp.float32)
+        o = cp.empty_like(x)
+        sets.append((x, o, cuda.as_cuda_array(x), cuda.as_cuda_array(o)))
+    w = rng.standard_normal((st.KW, st.KW), dtype=cp.float32)
+    nw = cuda.as_cuda_array(w)
+    x0, o0 = sets[0][:2]
+    # float64 reference on the GPU, the same sum as kernels.stencil.reference
+    p = cp.pad(x0.astype(cp.float64), st.R)
+    ref = sum(float(w[i, j]) * p[i:i + n, j:j + n] for i in range(st.KW) for j in range(st.KW))
+    gflop = st.flops(n, n) / 1e9
+    records, base = [], {}
+    entries = [("cupy", v) for v in st.VARIANTS] + [("numba", v) for v in st.NUMBA_VARIANTS]
+    for impl, variant in entries:
+        if impl == "cupy":
+            kern = st.cupy_kernel(variant)
+            blocks, threads = st.grid(variant, n, n)
+            if variant == "tuned":
+                st._set_constant_filter(w)
+            args_of = (lambda x, o: (x, w, o, np.int32(n), np.int32(n)))
+
+            def launch(x, o, *_, kern=kern, blocks=blocks, threads=threads, args_of=args_of):
+                kern(blocks, threads, args_of(x, o))
+            extra = kernel_attributes(kern, int(np.prod(threads)))
+        else:
+            def launch(x, o, nx, no, variant=variant):
+                st.conv2d_numba(nx, nw, no, variant=variant)
+            extra = {}
+        o0.fill(cp.nan)
+        launch(*sets[0])
+        err = harness.rel_err(o0, ref)
+        if not err < 1e-5:
+            raise RuntimeError(f"{impl} {variant}: rel_err {err}")
+        t = harness.time_gpu(launch, sets, samples=10 if quick else 30, max_seconds=2.0)
+        e = harness.measure_energy(launch, sets, min_seconds=1.0 if quick else 2.0)
+        rid = results.record_id(TOPIC, impl, variant, [n, n], "float32")
+        j_per_gflop = e["j_per_call"] / gflop
+        if (impl, variant) == ("cupy", "naive"):
+            base = {"id": rid, "ms": t["ms"], "energy": j_per_gflop}
+        tflops = gflop / t["ms"]
+        records.append({
+            "id": rid, "topic": TOPIC, "impl": impl, "variant": variant, "shape": [n, n], "dtype": "float32",
+            "ms": t["ms"], "ms_min": t["ms_min"], "tflops": tflops, "gbps": 8 * n * n / (t["ms"] * 1e-3) / 1e9,
+            "ref": base["id"], "ratio": base["ms"] / t["ms"], "rel_err": err, "step": st.STEP[variant],
+            "energy_j_per_gflop": j_per_gflop, "energy_ratio_to_naive": j_per_gflop / base["energy"],
+            "avg_power_w": e["avg_power_w"], "energy_seconds": e["seconds"], **extra})
+    return records
+
+
+def plot(data: dict, out_dir: Path) -> list[Path]:
+    rows = results.select(data, TOPIC)
+    if not rows:
+        return []
+    env = data["topics"][TOPIC]["env"]
+    from .. import stencil as st
+
+    keys = [("cupy", v) for v in st.VARIANTS] + [("numba", v) for v in st.NUMBA_VARIANTS]
+    by = {(r["impl"], r["variant"]): r for r in rows}
+    keys = [k for k in keys if k in by]
+    fig, (ax, ax2) = plotting.new_figure(10, 4, ncols=2)
+    labels = [f"{st.STEP[v]}: {v}" + ("\n(numba)" if i == "numba" else "") for i, v in keys]
+    colors = [f"C{st.STEP[v] - 1}" for _, v in keys]
+    xs = np.arange(len(keys))
+    ax.bar(xs, [by[k]["tflops"] for k in keys], color=colors)
+    ax.set_ylabel("useful TFLOP/s")
+    ax2.bar(xs, [by[k]["energy_j_per_gflop"] for k in keys], color=colors)
+    ax2.set_ylabel("board energy, J per useful GFLOP")
+    ax2.set_yscale("log")
+    for a in (ax, ax2):
+        a.set_xticks(xs, labels, fontsize=7, rotation=30)
+        a.grid(True, axis="y", alpha=0.3)
+    return plotting.save(fig, ax, TOPIC, env, out_dir, "5x5 convolution, step by step")
+
+
+def summary(data: dict) -> list[str]:
+    out = [f"{'impl':6} {'variant':10} {'step':>4} {'ms':>8} {'TFLOP/s':>8} {'GB/s':>7} {'x naive':>8} "
+           f"{'J/GFLOP':>8} {'E/naive':>8} {'regs':>4} {'occ':>5}"]
+    for r in sorted(results.select(data, TOPIC), key=lambda r: (r["impl"], r["step"])):
+        out.append(f"{r['impl']:6} {r['variant']:10} {r['step']:4} {r['ms']:8.3f} {r['tflops']:8.2f} "
+                   f"{r['gbps']:7.0f} {r['ratio']:8.2f} {r['energy_j_per_gflop']:8.4f} "
+                   f"{r['energy_ratio_to_naive']:8.3f} {r.get('regs', 0):4} {r.get('occupancy', 0):5.2f}")
+    return out
