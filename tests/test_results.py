@@ -408,3 +408,23 @@ def test_occupancy_results_hold():
     # the source's "50-75 % is best" is not a rule: the best of the compute-bound kernels sits at 12.5 %
     comp = [r for r in sweep.values() if r["kind"] == "compute"]
     assert not 0.5 <= max(comp, key=lambda r: r["ratio"])["occupancy"] <= 0.75
+
+
+def test_four_step_results_hold():
+    """The four-step convolution: every step faster and cheaper than the one
+    before; the source's tile story: 32x32 does not cost more energy than
+    8x8, and 16x16 with 4 outputs per thread is the best of step 3."""
+    fs = {(r["impl"], r["variant"]): r for r in _rows("four_step")}
+    c = {v: fs[("cupy", v)] for v in ("naive", "coalesced", "tiled8", "tiled16", "tiled32", "tiled16x4", "tuned")}
+    chain = ["naive", "coalesced", "tiled16", "tiled16x4", "tuned"]
+    assert [c[v]["ms"] for v in chain] == sorted((c[v]["ms"] for v in chain), reverse=True)
+    assert [c[v]["energy_j_per_gflop"] for v in chain] == sorted((c[v]["energy_j_per_gflop"] for v in chain),
+                                                                  reverse=True)
+    assert c["coalesced"]["ratio"] > 3 and c["tuned"]["ratio"] > 15              # step 2 alone; all four
+    step3 = [v for v in c if c[v]["step"] == 3]
+    assert min(step3, key=lambda v: c[v]["ms"]) == "tiled16x4"                   # the source's final choice
+    assert min(step3, key=lambda v: c[v]["energy_j_per_gflop"]) == "tiled16x4"
+    assert c["tiled32"]["energy_j_per_gflop"] < c["tiled8"]["energy_j_per_gflop"]   # not "+12 %"
+    assert abs(c["tiled32"]["ms"] / c["tiled8"]["ms"] - 1) < 0.1                  # nor slower: about equal
+    assert all(c[v]["occupancy"] == 1.0 for v in c)
+    assert fs[("numba", "tiled16")]["ms"] < fs[("numba", "coalesced")]["ms"] < c["naive"]["ms"]
