@@ -428,3 +428,19 @@ def test_four_step_results_hold():
     assert abs(c["tiled32"]["ms"] / c["tiled8"]["ms"] - 1) < 0.1                  # nor slower: about equal
     assert all(c[v]["occupancy"] == 1.0 for v in c)
     assert fs[("numba", "tiled16")]["ms"] < fs[("numba", "coalesced")]["ms"] < c["naive"]["ms"]
+
+
+def test_roofline_points_stay_under_the_measured_roof():
+    """kernels/bench/roofline.py counts FLOPs and bytes per topic; a point far
+    above min(peak, intensity x bandwidth) would mean a counting error."""
+    from kernels.bench import roofline
+
+    data = results.load(results.results_path("nvidia-h200"))
+    roof = roofline.roofs(data)
+    if None in roof.values():
+        pytest.skip("ceilings or energy not measured yet")
+    pts = roofline.points(data)
+    assert {p["topic"] for p in pts} >= {"vector_add", "reduction", "matmul", "four_step", "ilp", "energy"}
+    for p in pts:
+        bound = min(roof["gflops"], p["intensity"] * roof["gbps"])
+        assert p["gflops"] <= 1.1 * bound, p  # read-only streams may beat the copy a little

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from .. import has_gpu, results
-from . import TOPICS
+from . import TOPICS, roofline
 
 
 def main(argv=None) -> int:
@@ -26,6 +26,8 @@ def main(argv=None) -> int:
             if name in data.get("topics", {}):
                 for plot in TOPICS[name].plot(data, path.parent):
                     print(f"[bench] redrew {plot}")
+        for plot in roofline.plot(data, path.parent):
+            print(f"[bench] redrew {plot}")
         return 0
     if not has_gpu():
         print("make bench needs a CUDA GPU and found none (the CUDA driver reports no device). "
@@ -48,6 +50,7 @@ def main(argv=None) -> int:
     plots = []
     for name in args.topics:
         plots += TOPICS[name].plot(data, path.parent)
+    plots += roofline.plot(data, path.parent)  # every topic's kernels, from the whole file
     print(f"[bench] wrote {path} and {len(plots)} plot(s)")
     for name in args.topics:
         for line in TOPICS[name].summary(data):
