@@ -142,6 +142,34 @@ def counts_table(src: str, kernels: tuple[str, ...]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ptxas reports the pages include: (file name, source, explicit instantiations).
+# The occupancy chapter's sweep: the autotuned matmul under
+# __launch_bounds__(128, MIN_BLOCKS) for MIN_BLOCKS = 1 ... 4.
+AUTOTUNED_T = "matmul_warptiled_t<128, 128, 16, 32, 128, 8, 16, 128, {}, true>"
+REPORTED = [("autotuned_launch_bounds.ptxas", "matmul.cu", tuple(AUTOTUNED_T.format(m) for m in (1, 2, 3, 4)))]
+
+
+def ptxas_report(src: str, instances: tuple[str, ...]) -> str:
+    """ptxas -v's registers and spills for explicit template instantiations
+    of kernels in kernels/cuda/<src> (a temporary file includes the source
+    and instantiates them)."""
+    params = "(const float* __restrict__, const float* __restrict__, float* __restrict__, int, int, int)"
+    lines = [f'#include "{CUDA / src}"'] + [f"template __global__ void {inst}{params};" for inst in instances]
+    with tempfile.TemporaryDirectory() as tmp:
+        cu = Path(tmp) / "instances.cu"
+        cu.write_text("\n".join(lines) + "\n")
+        report = _run([tool("nvcc"), f"-arch={ARCH}", "-std=c++17", "-cubin", "-Xptxas", "-v",
+                       "-o", str(Path(tmp) / "k.cubin"), str(cu)])
+    out = [f"// ptxas -v for {ARCH} (nvcc -arch={ARCH} -cubin -Xptxas -v), {src}"]
+    for inst in instances:
+        minb = inst.split(",")[-2].strip()
+        for m in re.finditer(r"Function properties for (\S+)\s*\n\s*(\d+ bytes stack frame, \d+ bytes spill "
+                             r"stores, \d+ bytes spill loads)\s*\n.*?(Used \d+ registers)", report):
+            if "matmul_warptiled_t" in m.group(1) and f"Li{minb}ELb1E" in m.group(1):
+                out.append(f"__launch_bounds__(128, {minb}): {m.group(3)}, {m.group(2)}")
+    return "\n".join(out) + "\n"
+
+
 def write_listings() -> list[Path]:
     LISTINGS.mkdir(parents=True, exist_ok=True)
     written = []
@@ -152,6 +180,10 @@ def write_listings() -> list[Path]:
     for name, src, kernels in COUNTED:
         path = LISTINGS / name
         path.write_text(counts_table(src, kernels))
+        written.append(path)
+    for name, src, instances in REPORTED:
+        path = LISTINGS / name
+        path.write_text(ptxas_report(src, instances))
         written.append(path)
     return written
 

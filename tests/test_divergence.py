@@ -89,3 +89,6 @@ def test_committed_listings_are_current():
     for name, src, kernels in sass.COUNTED:
         path = sass.LISTINGS / name
         assert path.read_text() == sass.counts_table(src, kernels), f"run python -m kernels.sass ({name})"
+    for name, src, instances in sass.REPORTED:
+        path = sass.LISTINGS / name
+        assert path.read_text() == sass.ptxas_report(src, instances), f"run python -m kernels.sass ({name})"

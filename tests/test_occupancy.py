@@ -88,3 +88,19 @@ def test_calculator_equals_the_driver_for_every_cupy_kernel():
             wrong.append((name, threads, dyn, calc, drv))
     assert count > 1000
     assert not wrong, wrong[:20]
+
+
+@pytest.mark.skipif(__import__("kernels.sass", fromlist=["tool"]).tool("nvcc") is None, reason="nvcc not found")
+def test_launch_bounds_cap_spills_the_autotuned_matmul():
+    """The ptxas report the occupancy page shows: asking for 3 or 4 blocks of
+    128 threads per SM caps registers at 168 / 128 and spills; 1 or 2 do not."""
+    import re
+
+    from kernels import sass
+
+    name, src, instances = sass.REPORTED[0]
+    lines = sass.ptxas_report(src, instances).splitlines()[1:]
+    spills = [int(re.search(r"(\d+) bytes spill stores", ln).group(1)) for ln in lines]
+    regs = [int(re.search(r"Used (\d+) registers", ln).group(1)) for ln in lines]
+    assert spills[0] == spills[1] == 0 < spills[2] < spills[3]
+    assert regs[2] <= 65536 // (3 * 128) and regs[3] <= 65536 // (4 * 128)

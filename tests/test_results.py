@@ -421,6 +421,8 @@ def test_four_step_results_hold():
     assert [c[v]["energy_j_per_gflop"] for v in chain] == sorted((c[v]["energy_j_per_gflop"] for v in chain),
                                                                   reverse=True)
     assert c["coalesced"]["ratio"] > 3 and c["tuned"]["ratio"] > 15              # step 2 alone; all four
+    assert c["tuned"]["energy_ratio_to_naive"] > 1 / c["tuned"]["ratio"]           # energy falls less than time
+    assert c["tuned"]["avg_power_w"] > c["naive"]["avg_power_w"]                   # and draws more power
     step3 = [v for v in c if c[v]["step"] == 3]
     assert min(step3, key=lambda v: c[v]["ms"]) == "tiled16x4"                   # the source's final choice
     assert min(step3, key=lambda v: c[v]["energy_j_per_gflop"]) == "tiled16x4"
