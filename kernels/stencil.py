@@ -90,7 +90,9 @@ def grid(variant: str, H: int, W: int) -> tuple[tuple, tuple]:
 
 def _set_constant_filter(w) -> None:
     """Copy w into the module's __constant__ c_w (step 4 reads it there). The
-    copy is ordered on the current stream, before the launch that uses it."""
+    copy is ordered on the current stream, before the launch that uses it.
+    There is one c_w per device: launches of step 4 with different filters
+    on different streams at the same time would race for it."""
     import cupy as cp
 
     ptr = cupy_module(CUDA_SOURCE.name).get_global("c_w")
