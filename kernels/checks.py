@@ -72,6 +72,15 @@ def require_same_shape(name: str, x, like_name: str, like) -> None:
         )
 
 
+def require_int(name: str, value, low: int, high: int | None = None) -> int:
+    """An int (not a bool) in [low, high]; high None: no upper bound."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {_kind(value)}")
+    if value < low or (high is not None and value > high):
+        raise ValueError(f"{name} must be in [{low}, {high if high is not None else 'inf'}], got {value}")
+    return int(value)
+
+
 def require_block_size(name: str, threads: int) -> None:
     """A block holds at most 1024 threads; use whole warps of 32."""
     if not isinstance(threads, (int, np.integer)) or isinstance(threads, bool):
@@ -94,3 +103,16 @@ def require_vector_like(name: str, out, like_name: str, like, dtype, *, lib: str
     require_vector(name, out, dtype, lib=lib)
     require_same_shape(name, out, like_name, like)
     return out
+
+
+def require_host_vector(name: str, x, dtype=np.float32):
+    """A 1-D, C-contiguous NumPy array of `dtype` in host memory (pageable
+    or pinned). Numba's managed and mapped arrays are NumPy arrays too."""
+    if not isinstance(x, np.ndarray):
+        hint = (" (a device array: copy it to the host first)"
+                if hasattr(x, "__cuda_array_interface__") else "")
+        raise TypeError(f"{name} must be a numpy.ndarray in host memory, got {_kind(x)}{hint}")
+    require_dtype(name, x, dtype)
+    require_ndim(name, x, 1)
+    require_contiguous(name, x)
+    return x

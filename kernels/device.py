@@ -67,16 +67,29 @@ def cupy_module(source: str):
     return cp.RawModule(code=(CUDA_DIR / source).read_text(), options=("--std=c++17",))
 
 
+# --8<-- [start:kernel_attributes]
 def kernel_attributes(kern, threads: int | None = None) -> dict:
-    """Registers, static shared memory and local memory (spills) per thread
-    of a compiled CuPy kernel (cuFuncGetAttribute); with `threads`, also
-    the driver's blocks per SM and occupancy (active warps / max warps)."""
+    """What a compiled CuPy kernel uses and allows (cuFuncGetAttribute):
+    registers, static shared and local memory (spills) per thread, its
+    largest block (__launch_bounds__) and dynamic shared memory; with
+    `threads`, also the driver's blocks per SM and occupancy (active warps /
+    max warps)."""
     attrs = {"regs": int(kern.num_regs), "smem_bytes": int(kern.shared_size_bytes),
-             "local_bytes": int(kern.local_size_bytes)}
+             "local_bytes": int(kern.local_size_bytes),
+             "max_threads_per_block": int(kern.max_threads_per_block),
+             "max_dynamic_smem": int(kern.max_dynamic_shared_size_bytes)}
     if threads is not None:
         import cupy as cp
 
-        blocks = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kern.kernel.ptr, threads, 0)
+        blocks = driver_blocks_per_sm(kern, threads)
         max_warps = cp.cuda.Device().attributes["MaxThreadsPerMultiProcessor"] // 32
-        attrs.update(blocks_per_sm=blocks, occupancy=blocks * (threads // 32) / max_warps)
+        attrs.update(blocks_per_sm=blocks, occupancy=blocks * -(-threads // 32) / max_warps)
     return attrs
+
+
+def driver_blocks_per_sm(kern, threads: int, dynamic_smem: int = 0) -> int:
+    """The driver's answer: cudaOccupancyMaxActiveBlocksPerMultiprocessor."""
+    import cupy as cp
+
+    return int(cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kern.kernel.ptr, threads, dynamic_smem))
+# --8<-- [end:kernel_attributes]

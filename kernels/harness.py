@@ -44,6 +44,27 @@ def rotation(set_bytes: int, factor: float = 3.0, most: int = 256) -> int:
     return max(1, min(most, math.ceil(factor * l2_bytes() / max(1, set_bytes))))
 
 
+def _median_of_batches(batch_ms: Callable[[int], float], *, warmup: int, samples: int,
+                       min_sample_ms: float, max_seconds: float | None) -> dict:
+    """The sampling both timers share. batch_ms(count) runs `count` calls
+    and returns their elapsed milliseconds, measured however the caller
+    measures; each sample is a batch long enough (>= min_sample_ms) for the
+    clock's resolution not to matter, sized from one timed trial call."""
+    batch_ms(warmup)
+    one = max(batch_ms(1), 1e-4)
+    batch = max(1, min(10_000, math.ceil(min_sample_ms / one)))
+    if max_seconds is not None:
+        samples = max(3, min(samples, int(max_seconds * 1e3 / (one * batch))))
+    times = sorted(batch_ms(batch) / batch for _ in range(samples))
+    return {
+        "ms": statistics.median(times),
+        "ms_min": times[0],
+        "ms_p90": times[int(0.9 * (len(times) - 1))],
+        "samples": samples,
+        "batch": batch,
+    }
+
+
 def time_gpu(fn: Callable, arg_sets: Sequence[tuple] = ((),), *, warmup: int = 5,
              samples: int = 30, min_sample_ms: float = 1.0, max_seconds: float | None = None) -> dict:
     """Median time of one call of fn(*args), in milliseconds.
@@ -57,40 +78,37 @@ def time_gpu(fn: Callable, arg_sets: Sequence[tuple] = ((),), *, warmup: int = 5
     """
     cp = _cp()
     k = 0
+    start, end = cp.cuda.Event(), cp.cuda.Event()
 
-    def run(count: int) -> None:
+    def batch_ms(count: int) -> float:
         nonlocal k
+        start.record()
         for _ in range(count):
             fn(*arg_sets[k % len(arg_sets)])
             k += 1
-
-    run(warmup)
-    cp.cuda.Device().synchronize()
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    # Size the batch from one timed trial.
-    start.record()
-    run(1)
-    end.record()
-    end.synchronize()
-    one = max(cp.cuda.get_elapsed_time(start, end), 1e-4)
-    batch = max(1, min(10_000, math.ceil(min_sample_ms / one)))
-    if max_seconds is not None:
-        samples = max(3, min(samples, int(max_seconds * 1e3 / (one * batch))))
-    times = []
-    for _ in range(samples):
-        start.record()
-        run(batch)
         end.record()
         end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end) / batch)
-    times.sort()
-    return {
-        "ms": statistics.median(times),
-        "ms_min": times[0],
-        "ms_p90": times[int(0.9 * (len(times) - 1))],
-        "samples": samples,
-        "batch": batch,
-    }
+        return cp.cuda.get_elapsed_time(start, end)
+
+    return _median_of_batches(batch_ms, warmup=warmup, samples=samples, min_sample_ms=min_sample_ms,
+                              max_seconds=max_seconds)
+
+
+def time_host(fn: Callable, *, warmup: int = 2, samples: int = 15, min_sample_ms: float = 2.0,
+              max_seconds: float | None = None) -> dict:
+    """The same sampling with the host's clock (time.perf_counter), for a
+    fn() that returns only when its work is done (it synchronizes), such as
+    a copy from pageable memory, part of which the CPU does before the
+    stream sees it (CUDA events would miss that part)."""
+
+    def batch_ms(count: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(count):
+            fn()
+        return (time.perf_counter() - t0) * 1e3
+
+    return _median_of_batches(batch_ms, warmup=warmup, samples=samples, min_sample_ms=min_sample_ms,
+                              max_seconds=max_seconds)
 
 
 def _nvml_handle():
@@ -135,6 +153,18 @@ def measure_energy(fn: Callable, arg_sets: Sequence[tuple] = ((),), *,
         "j_per_call": joules / calls,
         "avg_power_w": joules / elapsed,
     }
+
+
+def energy_fields(e: dict, *, nbytes: int | None = None, gflop: float | None = None) -> dict:
+    """A record's energy fields from measure_energy's result: J per call,
+    average power, seconds measured, and pJ per byte moved (nbytes per call)
+    or J per GFLOP (gflop per call)."""
+    out = {"energy_j_per_call": e["j_per_call"], "avg_power_w": e["avg_power_w"], "energy_seconds": e["seconds"]}
+    if nbytes is not None:
+        out["energy_pj_per_byte"] = e["j_per_call"] / nbytes * 1e12
+    if gflop is not None:
+        out["energy_j_per_gflop"] = e["j_per_call"] / gflop
+    return out
 
 
 def idle_power_w(seconds: float = 1.0) -> float:

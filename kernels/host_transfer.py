@@ -36,12 +36,11 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-import time
 from pathlib import Path
 
 import numpy as np
 
-from . import checks
+from . import checks, harness
 from .device import cupy_module, numba_simulator
 
 CUDA_SOURCE = Path(__file__).with_name("cuda") / "host_transfer.cu"
@@ -59,28 +58,6 @@ MEMORY_UNREGISTERED, MEMORY_HOST, MEMORY_DEVICE, MEMORY_MANAGED = 0, 1, 2, 3
 
 
 # ------------------------------------------------------------- helpers --
-
-def require_host_vector(name: str, x, dtype=np.float32):
-    """A 1-D, C-contiguous NumPy array of `dtype` in host memory (pageable
-    or pinned). Numba's managed and mapped arrays are NumPy arrays too."""
-    if not isinstance(x, np.ndarray):
-        hint = (" (a device array: copy it to the host first)"
-                if hasattr(x, "__cuda_array_interface__") else "")
-        raise TypeError(f"{name} must be a numpy.ndarray in host memory, got {checks._kind(x)}{hint}")
-    checks.require_dtype(name, x, dtype)
-    checks.require_ndim(name, x, 1)
-    checks.require_contiguous(name, x)
-    return x
-
-
-def require_count(name: str, value, low: int, high: int = 2**31 - 1) -> int:
-    """An int in [low, high] (chunks, streams, iters)."""
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {checks._kind(value)}")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low} and {high}, got {value}")
-    return int(value)
-
 
 def chunk_bounds(n: int, chunks: int) -> list[tuple[int, int]]:
     """[lo, hi) of min(chunks, n) non-empty chunks covering 0..n, sizes
@@ -166,7 +143,7 @@ def pinned_like(x):
 
 def _check_copy(host, dev):
     cp = _cp()
-    require_host_vector("host", host, host.dtype if isinstance(host, np.ndarray) else np.float32)
+    checks.require_host_vector("host", host, host.dtype if isinstance(host, np.ndarray) else np.float32)
     checks.require_cupy_array("dev", dev)
     checks.require_contiguous("dev", dev)
     if np.dtype(dev.dtype) != host.dtype:
@@ -205,30 +182,6 @@ def copy_d2h(dev, host, *, stream=None):
 # --8<-- [end:pinned_copy]
 
 
-def time_sync(fn, *, samples: int = 15, min_sample_ms: float = 2.0, max_seconds: float | None = None,
-              warmup: int = 2) -> dict:
-    """Median wall-clock time of fn() in milliseconds, for a fn that returns
-    only when its work is done (it synchronizes). Each sample averages
-    enough calls to last >= min_sample_ms; max_seconds caps the sampling of
-    slow calls (at least 3 samples)."""
-    for _ in range(warmup):
-        fn()
-    t0 = time.perf_counter()
-    fn()
-    trial = max(time.perf_counter() - t0, 1e-7) * 1e3
-    batch = max(1, min(10_000, math.ceil(min_sample_ms / trial)))
-    if max_seconds is not None:
-        samples = max(3, min(samples, int(max_seconds * 1e3 / (trial * batch))))
-    times = []
-    for _ in range(samples):
-        t0 = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        times.append((time.perf_counter() - t0) * 1e3 / batch)
-    times.sort()
-    return {"ms": statistics.median(times), "ms_min": times[0], "samples": samples, "batch": batch}
-
-
 def time_copy(host, dev, direction: str, *, samples: int = 15, min_sample_ms: float = 2.0,
               max_seconds: float | None = None) -> dict:
     """Median time of one synchronous copy (enqueue, then wait for the
@@ -261,7 +214,7 @@ def time_copy(host, dev, direction: str, *, samples: int = 15, min_sample_ms: fl
         stream.synchronize()
 
     cp.cuda.Device().synchronize()
-    t = time_sync(one, samples=samples, min_sample_ms=min_sample_ms, max_seconds=max_seconds)
+    t = harness.time_host(one, samples=samples, min_sample_ms=min_sample_ms, max_seconds=max_seconds)
     t.update(gbps=host.nbytes / (t["ms"] * 1e-3) / 1e9, pinned=is_pinned(host))
     return t
 
@@ -278,12 +231,12 @@ def _streams(count: int, device_id: int):
 
 
 def _check_pipeline(x_host, out_host, chunks, streams, iters, threads):
-    require_host_vector("x_host", x_host)
-    require_host_vector("out_host", out_host)
+    checks.require_host_vector("x_host", x_host)
+    checks.require_host_vector("out_host", out_host)
     checks.require_same_shape("out_host", out_host, "x_host", x_host)
-    require_count("chunks", chunks, 1)
-    require_count("streams", streams, 1, 64)
-    require_count("iters", iters, 0)
+    checks.require_int("chunks", chunks, 1, 2**31 - 1)
+    checks.require_int("streams", streams, 1, 64)
+    checks.require_int("iters", iters, 0, 2**31 - 1)  # an int32 kernel argument
     checks.require_block_size("threads", threads)
 
 
@@ -291,7 +244,7 @@ def poly_cupy(x, out=None, *, iters: int = POLY_ITERS, threads: int = 256):
     """out = poly_chunk(x) on the device (both cupy arrays); returns out."""
     cp = _cp()
     checks.require_vector("x", x, np.float32, lib="cupy")
-    require_count("iters", iters, 0)
+    checks.require_int("iters", iters, 0, 2**31 - 1)  # an int32 kernel argument
     checks.require_block_size("threads", threads)
     if out is None:
         out = cp.empty_like(x)
@@ -387,7 +340,7 @@ def balance_iters(chunk_n: int, *, threads: int = 256, probe_iters: int = 256,
     cp = _cp()
     from . import harness
 
-    require_count("chunk_n", chunk_n, 1)
+    checks.require_int("chunk_n", chunk_n, 1, 2**31 - 1)
     x_pin = pinned_like(np.random.default_rng(0).random(chunk_n, dtype=np.float32))
     x = cp.empty(chunk_n, dtype=cp.float32)
     out = cp.empty_like(x)
@@ -444,7 +397,7 @@ def managed_empty(n: int):
     touched; a GPU access to a page that lives on the host faults, and the
     driver migrates it (cudaMallocManaged, through cupy.cuda.malloc_managed)."""
     cp = _cp()
-    require_count("n", n, 0, 2**62)
+    checks.require_int("n", n, 0, 2**62)
     return cp.ndarray((n,), dtype=cp.float32, memptr=cp.cuda.malloc_managed(4 * n))
 
 
@@ -534,7 +487,7 @@ class HostRead:
             raise ValueError(f"impl must be 'cupy' or 'numba', got {impl!r}")
         if mode not in modes:
             raise ValueError(f"mode must be one of {modes} for impl {impl!r}, got {mode!r}")
-        require_host_vector("src", src)
+        checks.require_host_vector("src", src)
         if src.size == 0:
             raise ValueError("src must hold at least one element")
         checks.require_block_size("threads", threads)
@@ -702,7 +655,7 @@ def managed_array_numba(n: int):
     """n float32 of managed memory with Numba: a NumPy array (ManagedNDArray)
     that the host writes in place and kernels take directly, no copy.
     Numba has no prefetch call: the first GPU touch of each page faults."""
-    require_count("n", n, 0, 2**62)
+    checks.require_int("n", n, 0, 2**62)
     if numba_simulator():
         # The simulator exports no managed_array; its mapped_array is an
         # array the host indexes and kernels take, all the simulator can show.
@@ -716,11 +669,11 @@ def roundtrip_numba(x_host, out_host=None):
     """x_host -> GPU -> out_host on one stream with Numba; returns out_host.
     With cuda.pinned_array buffers both copies are DMA that the stream
     runs asynchronously; the host waits once, at the end."""
-    require_host_vector("x_host", x_host)
+    checks.require_host_vector("x_host", x_host)
     if out_host is None:
         out_host = cuda.pinned_array(x_host.shape, dtype=np.float32)
     else:
-        require_host_vector("out_host", out_host)
+        checks.require_host_vector("out_host", out_host)
         checks.require_same_shape("out_host", out_host, "x_host", x_host)
     stream = cuda.stream()
     x_dev = cuda.to_device(x_host, stream=stream)  # H2D, enqueued

@@ -34,14 +34,6 @@ def _kernel(name: str):
     return cupy_module(CUDA_SOURCE.name).get_function(name)
 
 
-def _require_int(name: str, v, lo: int, hi: int | None = None) -> int:
-    if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
-        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
-    if v < lo or (hi is not None and v > hi):
-        raise ValueError(f"{name} must be in [{lo}, {hi if hi is not None else 'inf'}], got {v}")
-    return int(v)
-
-
 def random_cycle(nodes: int, seed: int = 0) -> np.ndarray:
     """succ[k] = the node after node k in one random cycle through all nodes
     (a random order defeats any prefetcher; one cycle visits every node)."""
@@ -60,10 +52,10 @@ def chain_global(nbytes: int, stride: int = 128, seed: int = 0):
     next node in a random cycle. Returns (buffer, address of the first node)."""
     import cupy as cp
 
-    _require_int("stride", stride, 8)
+    checks.require_int("stride", stride, 8)
     if stride % 8:
         raise ValueError(f"stride must be a multiple of 8 bytes, got {stride}")
-    nodes = _require_int("nbytes", nbytes, stride) // stride
+    nodes = checks.require_int("nbytes", nbytes, stride) // stride
     buf = cp.zeros(nodes * stride // 8, dtype=cp.uint64)
     succ = cp.asarray(random_cycle(nodes, seed))
     # node k lives at element k * stride / 8 and holds the address of succ[k]
@@ -82,7 +74,7 @@ def latency_global(nbytes: int, *, stride: int = 128, steps: int = 4096, warm: i
     nodes = nbytes // stride
     if warm is None:
         warm = nodes if nodes <= 1 << 19 else 0
-    _require_int("steps", steps, 1, 1 << 30)
+    checks.require_int("steps", steps, 1, 1 << 30)
     timing = cp.zeros(2, dtype=cp.int64)  # [cycles, nanoseconds]
     sink = cp.zeros(1, dtype=cp.uint64)
     name = "chase_global_cg" if l2_only else "chase_global"
@@ -97,8 +89,8 @@ def latency_shared(entries: int = CHASE_SHARED_MAX, *, steps: int = 4096, seed: 
     """Cycles and nanoseconds per dependent load from shared memory."""
     import cupy as cp
 
-    _require_int("entries", entries, 1, CHASE_SHARED_MAX)
-    _require_int("steps", steps, 1, 1 << 30)
+    checks.require_int("entries", entries, 1, CHASE_SHARED_MAX)
+    checks.require_int("steps", steps, 1, 1 << 30)
     offsets = cp.asarray(random_cycle(entries, seed).astype(np.uint32) * 4)  # byte offsets
     timing = cp.zeros(2, dtype=cp.int64)
     sink = cp.zeros(1, dtype=cp.uint64)
@@ -176,7 +168,7 @@ def copy_strided_cupy(x, out, stride: int, *, threads: int = 256):
     """out[i] = x[i * stride] for every i of out; returns out."""
     checks.require_vector("x", x, np.float32, lib="cupy")
     checks.require_vector("out", out, np.float32, lib="cupy")
-    stride = _require_int("stride", stride, 1)
+    stride = checks.require_int("stride", stride, 1, 2**31 - 1)  # an int32 kernel argument
     n = out.size
     if n and (n - 1) * stride >= x.size:
         raise ValueError(f"x must hold (out.size - 1) * stride + 1 = {(n - 1) * stride + 1} floats, "
@@ -190,7 +182,7 @@ def copy_offset_cupy(x, out, offset: int, *, threads: int = 256):
     """out[i] = x[i + offset] for every i of out; returns out."""
     checks.require_vector("x", x, np.float32, lib="cupy")
     checks.require_vector("out", out, np.float32, lib="cupy")
-    offset = _require_int("offset", offset, 0)
+    offset = checks.require_int("offset", offset, 0, 2**31 - 1)
     n = out.size
     if n + offset > x.size:
         raise ValueError(f"x must hold out.size + offset = {n + offset} floats, got {x.size}")
@@ -266,7 +258,7 @@ def latency_global_numba(nbytes: int, *, steps: int = 1 << 16, stride: int = 128
     """Nanoseconds per dependent load from CUDA events around the chase
     (launch overhead amortised over `steps`; Numba has no cycle counter).
     The chain is walked once before the timed launch."""
-    nodes = _require_int("nbytes", nbytes, stride) // stride
+    nodes = checks.require_int("nbytes", nbytes, stride) // stride
     words = stride // 4  # one node per `stride` bytes of an int32 array
     succ = random_cycle(nodes, seed) * words
     host = np.zeros(nodes * words, dtype=np.int32)
@@ -319,7 +311,7 @@ def copy_strided_numba(x, out, stride: int, *, threads: int = 256):
     checks.require_vector("x", x, np.float32, lib="numba")
     checks.require_vector("out", out, np.float32, lib="numba")
     checks.require_block_size("threads", threads)
-    stride = _require_int("stride", stride, 1)
+    stride = checks.require_int("stride", stride, 1, 2**31 - 1)  # an int32 kernel argument
     n = out.shape[0]
     if n and (n - 1) * stride >= x.shape[0]:
         raise ValueError(f"x must hold (out.size - 1) * stride + 1 = {(n - 1) * stride + 1} floats, "
@@ -333,7 +325,7 @@ def copy_offset_numba(x, out, offset: int, *, threads: int = 256):
     checks.require_vector("x", x, np.float32, lib="numba")
     checks.require_vector("out", out, np.float32, lib="numba")
     checks.require_block_size("threads", threads)
-    offset = _require_int("offset", offset, 0)
+    offset = checks.require_int("offset", offset, 0, 2**31 - 1)
     n = out.shape[0]
     if n + offset > x.shape[0]:
         raise ValueError(f"x must hold out.size + offset = {n + offset} floats, got {x.shape[0]}")

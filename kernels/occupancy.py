@@ -13,8 +13,8 @@ cudaOccMaxActiveBlocksPerMultiprocessor), and names the limit that binds:
   driver reserves, rounded up to 128 bytes, out of 228 KB per SM.
 
 `kernel_occupancy(kernel, threads, dynamic_smem)` reads a compiled CuPy
-kernel's registers and shared memory (cuFuncGetAttribute) and applies the
-same formula; tests/test_occupancy.py checks it against the driver's own
+kernel's registers and shared memory (device.kernel_attributes,
+cuFuncGetAttribute) and applies the same formula; tests/test_occupancy.py checks it against the driver's own
 answer (cudaOccupancyMaxActiveBlocksPerMultiprocessor) for every CuPy
 kernel of the project.
 """
@@ -24,9 +24,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from pathlib import Path
 
-CUDA_DIR = Path(__file__).with_name("cuda")
+from .device import CUDA_DIR, driver_blocks_per_sm, kernel_attributes  # noqa: F401  (one reader of both)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,25 +144,11 @@ def occupancy(regs: int, threads: int, static_smem: int = 0, dynamic_smem: int =
 
 
 # --8<-- [start:kernel_occupancy]
-def kernel_attributes(kern) -> dict:
-    """What the calculator needs of a compiled CuPy kernel (cuFuncGetAttribute)."""
-    return {"regs": int(kern.num_regs), "static_smem": int(kern.shared_size_bytes),
-            "max_threads_per_block": int(kern.max_threads_per_block),
-            "max_dynamic_smem": int(kern.max_dynamic_shared_size_bytes)}
-
-
 def kernel_occupancy(kern, threads: int, dynamic_smem: int = 0, limits: Limits | None = None) -> Occupancy:
     """occupancy() for a compiled CuPy RawKernel, from its own attributes."""
     a = kernel_attributes(kern)
-    return occupancy(a["regs"], threads, a["static_smem"], dynamic_smem, limits=limits or device_limits(),
+    return occupancy(a["regs"], threads, a["smem_bytes"], dynamic_smem, limits=limits or device_limits(),
                      max_threads_per_block=a["max_threads_per_block"], max_dynamic_smem=a["max_dynamic_smem"])
-
-
-def driver_blocks_per_sm(kern, threads: int, dynamic_smem: int = 0) -> int:
-    """The driver's answer: cudaOccupancyMaxActiveBlocksPerMultiprocessor."""
-    import cupy as cp
-
-    return int(cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kern.kernel.ptr, threads, dynamic_smem))
 # --8<-- [end:kernel_occupancy]
 
 

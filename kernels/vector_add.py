@@ -16,6 +16,7 @@ C-contiguous, matching shapes) before anything is launched.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -55,11 +56,17 @@ def vec4_blocks(variant: str, n: int, threads: int) -> int:
     no more than the float4 count needs."""
     import cupy as cp
 
-    from .device import kernel_attributes
+    dev = cp.cuda.Device()
+    per_sm = _blocks_per_sm(variant, threads, dev.id)
+    return max(1, min(dev.attributes["MultiProcessorCount"] * per_sm, (n // 4 + threads - 1) // threads))
 
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    per_sm = kernel_attributes(cupy_kernel(variant), threads)["blocks_per_sm"]
-    return max(1, min(sms * per_sm, (n // 4 + threads - 1) // threads))
+
+@functools.cache
+def _blocks_per_sm(variant: str, threads: int, device_id: int) -> int:
+    """Asked of the driver once per kernel, block size and device, not per launch."""
+    from .device import driver_blocks_per_sm
+
+    return driver_blocks_per_sm(cupy_kernel(variant), threads)
 
 
 # --8<-- [start:cupy_wrapper]

@@ -90,3 +90,24 @@ def test_plots_redraw_from_the_results_file_without_a_gpu(tmp_path):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert {p.name for p in tmp_path.glob("*.svg")} >= {"vector_add-nvidia-h200.svg", "reduction-nvidia-h200.svg"}
+
+
+def test_time_host_takes_the_median_of_batches():
+    """harness.time_host: warm-up, one trial call, then `samples` batches
+    (the sampling time_gpu shares, here on the host's clock)."""
+    from kernels import harness
+
+    calls = []
+    t = harness.time_host(lambda: calls.append(1), samples=3, min_sample_ms=0.01, warmup=1)
+    assert t["samples"] == 3 and t["ms"] >= 0 and len(calls) == 1 + 1 + 3 * t["batch"]
+
+
+def test_energy_fields_divide_by_bytes_or_gflop():
+    from kernels import harness
+
+    e = {"j_per_call": 0.5, "avg_power_w": 400.0, "seconds": 2.1, "calls": 7}
+    f = harness.energy_fields(e, nbytes=10**9)
+    assert f == {"energy_j_per_call": 0.5, "avg_power_w": 400.0, "energy_seconds": 2.1,
+                 "energy_pj_per_byte": pytest.approx(500.0)}
+    assert harness.energy_fields(e, gflop=50.0)["energy_j_per_gflop"] == pytest.approx(0.01)
+    assert set(harness.energy_fields(e)) == {"energy_j_per_call", "avg_power_w", "energy_seconds"}

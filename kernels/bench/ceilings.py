@@ -46,7 +46,7 @@ def measure(quick: bool = False) -> list[dict]:
     stream = cp.cuda.get_current_stream().ptr
     e = harness.measure_energy(
         lambda: rt.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, rt.memcpyDeviceToDevice, stream))
-    copy.update(avg_power_w=e["avg_power_w"], energy_pj_per_byte=e["j_per_call"] / copy["bytes"] * 1e12)
+    copy.update(harness.energy_fields(e, nbytes=copy["bytes"]))
     records = [copy]
     del src, dst
     for size in ([4096] if quick else [4096, 8192]):
@@ -65,8 +65,7 @@ def measure(quick: bool = False) -> list[dict]:
         records.append({"id": rid, "topic": TOPIC, "impl": "cublas", "variant": "sgemm",
                         "shape": [size, size, size], "dtype": "float32", "ms": t["ms"],
                         "tflops": t["tflops"], "ref": rid, "ratio": 1.0, "rel_err": err,
-                        "avg_power_w": e["avg_power_w"],
-                        "energy_j_per_gflop": e["j_per_call"] / gflop})
+                        **harness.energy_fields(e, gflop=gflop)})
         del a, b, out
         cp.get_default_memory_pool().free_all_blocks()
     return records

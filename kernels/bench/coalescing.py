@@ -68,9 +68,7 @@ def measure(quick: bool = False) -> list[dict]:
                "rel_err": 0.0, "useful_bytes": useful_bytes, **extra}
         if energy:
             e = harness.measure_energy(launch, sets, min_seconds=seconds)
-            rec.update(energy_j_per_call=e["j_per_call"], avg_power_w=e["avg_power_w"],
-                       energy_seconds=e["seconds"],
-                       energy_pj_per_byte=e["j_per_call"] / useful_bytes * 1e12)
+            rec.update(harness.energy_fields(e, nbytes=useful_bytes))
         records.append(rec)
 
     # --- strided and misaligned copies -------------------------------------

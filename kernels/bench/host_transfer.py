@@ -60,8 +60,7 @@ def _energy(fn, quick: bool) -> dict:
     from .. import harness
 
     e = harness.measure_energy(fn, min_seconds=0.5 if quick else 2.0)
-    return dict(energy_j_per_call=e["j_per_call"], avg_power_w=e["avg_power_w"],
-                energy_seconds=e["seconds"], energy_calls=e["calls"])
+    return {**harness.energy_fields(e), "energy_calls": e["calls"]}
 
 
 def _free_pools() -> None:
@@ -87,6 +86,7 @@ def _copies_of(nbytes: int, max_seconds: float) -> list[dict]:
     import cupyx
     from numba import cuda
 
+    from .. import harness
     from .. import host_transfer as ht
 
     records = []
@@ -131,7 +131,7 @@ def _copies_of(nbytes: int, max_seconds: float) -> list[dict]:
                         raise RuntimeError(f"{variant}: the host buffer's pinned={t['pinned']}")
                 else:
                     fn = (lambda h=host: nb_h2d(h)) if direction == "h2d" else (lambda h=host: nb_d2h(h))
-                    t = ht.time_sync(fn, max_seconds=max_seconds)
+                    t = harness.time_host(fn, max_seconds=max_seconds)
                 got = cp.asnumpy(dev) if direction == "h2d" else host
                 if not np.array_equal(got, x):  # copies are exact, bit for bit
                     raise RuntimeError(f"{impl} {variant} {nbytes} B: the copy is not exact")
@@ -179,7 +179,7 @@ def _measure_pipeline(quick: bool) -> list[dict]:
             if not err <= 1e-6:  # also catches NaN
                 raise RuntimeError(f"{impl} pipeline streams={streams}: rel_err {err}")
             # Wall clock per call: the pipeline returns when its last copy is done.
-            t = ht.time_sync(run, samples=10 if quick else 20, max_seconds=1.0 if quick else 4.0)
+            t = harness.time_host(run, samples=10 if quick else 20, max_seconds=1.0 if quick else 4.0)
             rec = _record(impl, _variant_of(streams), n, t["ms"], 8 * n / (t["ms"] * 1e-3) / 1e9,
                           "pipeline_serial", err, ms_min=t["ms_min"], streams=streams, **common)
             if impl == "cupy":

@@ -105,8 +105,7 @@ def measure(quick: bool = False) -> list[dict]:
                    "samples": t["samples"]}
             if energy:
                 e = harness.measure_energy(fn, arg_sets, min_seconds=0.5 if quick else 2.0)
-                rec.update(energy_j_per_gflop=e["j_per_call"] / gflop, avg_power_w=e["avg_power_w"],
-                           energy_seconds=e["seconds"])
+                rec.update(harness.energy_fields(e, gflop=gflop))
             rec.update(extra or {})
             records.append(rec)
             return rec

@@ -43,7 +43,7 @@ def measure(quick: bool = False) -> list[dict]:
                     "dtype": "n/a", "ms": None, "check": True, "ref": rid,
                     "ratio": 1.0 if o.blocks_per_sm == drv == 0 else o.blocks_per_sm / max(drv, 1),
                     "rel_err": abs(o.blocks_per_sm - drv) / max(drv, 1),
-                    "threads": threads, "dynamic_smem": dyn, "regs": a["regs"], "smem_bytes": a["static_smem"],
+                    "threads": threads, "dynamic_smem": dyn, "regs": a["regs"], "smem_bytes": a["smem_bytes"],
                     "calc_blocks_per_sm": o.blocks_per_sm, "driver_blocks_per_sm": drv,
                     "occupancy": o.occupancy, "binding": " + ".join(o.binding),
                 })

@@ -80,12 +80,9 @@ def measure(quick: bool = False) -> list[dict]:
                unit: rate, "ref": ref["id"], "ratio": rate / ref[unit], "rel_err": 0.0,
                "kind": kind, "sweep": sweep, "threads": threads, "dynamic_smem": dyn,
                "blocks_per_sm": blocks, "occupancy": blocks * -(-threads // 32) / limits.max_warps_per_sm,
-               "regs": a["regs"], "smem_bytes": a["static_smem"], "local_bytes": int(kern.local_size_bytes),
-               "avg_power_w": e["avg_power_w"], "energy_seconds": e["seconds"], **extra}
-        if unit == "gbps":
-            rec["energy_pj_per_byte"] = e["j_per_call"] / work * 1e12
-        else:
-            rec["energy_j_per_gflop"] = e["j_per_call"] / (work / 1e9)
+               "regs": a["regs"], "smem_bytes": a["smem_bytes"], "local_bytes": a["local_bytes"], **extra,
+               **(harness.energy_fields(e, nbytes=work) if unit == "gbps" else
+                  harness.energy_fields(e, gflop=work / 1e9))}
         records.append(rec)
 
     # --- memory-bound: vector add, grid-stride ------------------------------

@@ -45,7 +45,7 @@ def measure(quick: bool = False) -> list[dict]:
                "bytes": 4 * n}
         if not quick and (variant == "single_pass" or impl == "cub"):
             e = harness.measure_energy(fn)
-            rec.update(energy_pj_per_byte=e["j_per_call"] / (4 * n) * 1e12, avg_power_w=e["avg_power_w"])
+            rec.update(harness.energy_fields(e, nbytes=4 * n))
         records.append(rec)
         return rec
 

@@ -110,8 +110,7 @@ def measure(quick: bool = False) -> list[dict]:
                "rel_err": 0.0, "bytes": nbytes, **extra}
         if energy:
             e = harness.measure_energy(launch, sets, min_seconds=2.0)
-            rec.update(energy_j_per_call=e["j_per_call"], avg_power_w=e["avg_power_w"],
-                       energy_pj_per_byte=e["j_per_call"] / nbytes * 1e12, energy_seconds=e["seconds"])
+            rec.update(harness.energy_fields(e, nbytes=nbytes))
         records.append(rec)
     # The blog's comparison: each transpose against the tiled copy of its
     # own shape (the sweep), or step 4's (the ladder, Numba).

@@ -97,9 +97,7 @@ def measure(quick: bool = False) -> list[dict]:
                 rec["tuning"] = True
             if n == sizes[-1]:
                 e = harness.measure_energy(launch, sets)
-                rec.update(energy_j_per_call=e["j_per_call"], avg_power_w=e["avg_power_w"],
-                           energy_pj_per_byte=e["j_per_call"] / (12 * n) * 1e12,
-                           energy_seconds=e["seconds"])
+                rec.update(harness.energy_fields(e, nbytes=12 * n))
             records.append(rec)
         # The same copy engine path at this size: how small sizes fare for a copy.
         rt = cp.cuda.runtime
@@ -117,9 +115,7 @@ def measure(quick: bool = False) -> list[dict]:
         energy = {}
         if n == sizes[-1]:
             e = harness.measure_energy(copy, sets)
-            energy = dict(energy_j_per_call=e["j_per_call"], avg_power_w=e["avg_power_w"],
-                          energy_pj_per_byte=e["j_per_call"] / (8 * n) * 1e12,
-                          energy_seconds=e["seconds"])
+            energy = harness.energy_fields(e, nbytes=8 * n)
         records.append({**energy, 
             "id": results.record_id(TOPIC, "cuda_memcpy", "same_size", [n], "float32"),
             "topic": TOPIC, "impl": "cuda_memcpy", "variant": "same_size", "shape": [n],
