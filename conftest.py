@@ -4,7 +4,9 @@
   before anything imports Numba.
 - Tests and page blocks marked `gpu` are skipped, with the reason
   "needs a CUDA GPU", where there is none; on a GPU machine they all run.
-- Every page under docs/ is collected: its `--8<--` includes are expanded
+- Every Chinese page under docs/ (X.md, the default language) is collected:
+  its English twin X.en.md holds the same blocks (tests/test_page_code.py
+  checks that), so each distinct block runs once. Its `--8<--` includes are expanded
   (tests/pages.py) and its code blocks are then collected and run by
   pytest-codeblocks (fences whose info string is exactly python, sh or
   bash; `<!--pytest-codeblocks:cont-->` continues the previous block;
@@ -41,7 +43,8 @@ def pytest_collection_modifyitems(config, items):
 def pytest_collect_file(file_path, parent):
     from tests.pages import DOCS
 
-    if file_path.suffix == ".md" and DOCS in file_path.parents and "hooks" not in file_path.parts:
+    if (file_path.suffix == ".md" and DOCS in file_path.parents and "hooks" not in file_path.parts
+            and not file_path.name.endswith(".en.md")):
         return PageFile.from_parent(parent, path=file_path)
     return None
 

@@ -6,11 +6,12 @@ neither CuPy nor Numba and never initialises either of them.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import sys
 from pathlib import Path
+
+from . import standalone
 
 CUDA_DIR = Path(__file__).with_name("cuda")
 
@@ -24,16 +25,7 @@ def has_gpu() -> bool:
     """
     if os.environ.get("HANDBOOK_FORCE_CPU") == "1":
         return False
-    try:
-        libcuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    if libcuda.cuInit(0) != 0:
-        return False
-    count = ctypes.c_int(0)
-    if libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
-        return False
-    return count.value > 0
+    return standalone.has_gpu()
 
 
 def select_numba_target() -> None:
@@ -59,12 +51,9 @@ def numba_simulator() -> bool:
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
 
 
-@functools.cache
 def cupy_module(source: str):
     """kernels/cuda/<source> compiled once per process by CuPy's RawModule (NVRTC)."""
-    import cupy as cp
-
-    return cp.RawModule(code=(CUDA_DIR / source).read_text(), options=("--std=c++17",))
+    return standalone.load_cuda(source)
 
 
 # --8<-- [start:kernel_attributes]

@@ -63,6 +63,10 @@ def seed_cupy(data, threshold: float, *, kind: str = "seed_if_else", threads: in
     return data
 
 
+# --8<-- [start:reference]
+import numpy as np  # noqa: E402  (here too: pages show this section alone)
+
+
 def reference(x: np.ndarray, split: int, iters: int) -> np.ndarray:
     """What the kernels compute, on the host (blocks are whole warps, so the
     lane of element i is i % 32)."""
@@ -73,6 +77,7 @@ def reference(x: np.ndarray, split: int, iters: int) -> np.ndarray:
     for _ in range(iters):
         v = (v * a + b).astype(np.float32).astype(np.float64)  # float32 FMA: one rounding
     return v.astype(np.float32)
+# --8<-- [end:reference]
 
 
 # --------------------------------------------------------------- Numba --

@@ -192,7 +192,8 @@ def copy_ceiling(nbytes: int = 1 << 30) -> dict:
 
     t = time_gpu(copy, ((),) * 1, warmup=3, samples=20)
     exact = bool(cp.array_equal(dst, src))
-    t.update(gbps=2 * src.nbytes / (t["ms"] * 1e-3) / 1e9, nbytes=src.nbytes, exact=exact)
+    t.update(gbps=2 * src.nbytes / (t["ms"] * 1e-3) / 1e9, nbytes=src.nbytes, exact=exact,
+             rel_err=rel_err(dst, src))
     return t
 
 

@@ -601,6 +601,7 @@ def _numba_blocks(n: int, threads: int) -> int:
 
 
 # --8<-- [start:numba_kernels]
+# --8<-- [start:numba_poly]
 @cuda.jit
 def poly_kernel(x, out, n, iters):
     start = cuda.grid(1)
@@ -611,6 +612,7 @@ def poly_kernel(x, out, n, iters):
         for _ in range(iters):
             v = v * float32(0.5) + xi  # float32 constant: no promotion to float64
         out[i] = v
+# --8<-- [end:numba_poly]
 
 
 @cuda.jit

@@ -27,7 +27,6 @@ def resources(name: str) -> dict:
     return {"registers": a["regs"], "local_bytes": a["local_bytes"]}
 
 
-# --8<-- [start:cupy_fma]
 def fma_chains_cupy(x, out=None, *, kernel: str = "ilp_chains_4", iters: int = 1024,
                     blocks: int | None = None, threads: int = 32):
     """Run one FMA kernel: one thread per element of x; iters FMAs per thread."""
@@ -45,7 +44,6 @@ def fma_chains_cupy(x, out=None, *, kernel: str = "ilp_chains_4", iters: int = 1
     checks.require_same_shape("out", out, "x", x)
     cupy_kernel(kernel)((x.size // threads,), (threads,), (x, out, np.int32(iters)))
     return out
-# --8<-- [end:cupy_fma]
 
 
 def fma_reference(x: np.ndarray, chains: int, iters: int) -> np.ndarray:

@@ -82,7 +82,6 @@ def cupy_kernel(variant: str):
     return cupy_module(CUDA_SOURCE.name).get_function(f"matmul_{variant}")
 
 
-# --8<-- [start:cupy_wrapper]
 def matmul_cupy(A, B, C=None, *, variant: str = "autotuned"):
     """C = A @ B for float32 cupy matrices with one step of the ladder;
     C (M x N) is allocated when not given. Returns C."""
@@ -96,7 +95,6 @@ def matmul_cupy(A, B, C=None, *, variant: str = "autotuned"):
     blocks, threads = grid(variant, M, N)
     cupy_kernel(variant)(blocks, threads, (A, B, C, np.int32(M), np.int32(N), np.int32(K)))
     return C
-# --8<-- [end:cupy_wrapper]
 
 
 # Step 8's tuning knobs: (BM, BN, BK, WM, WN, TM, TN, THREADS, MIN_BLOCKS, PREFETCH).

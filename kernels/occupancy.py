@@ -21,11 +21,14 @@ kernel of the project.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import re
 
 from .device import CUDA_DIR, driver_blocks_per_sm, kernel_attributes  # noqa: F401  (one reader of both)
+
+
+# --8<-- [start:limits]
+import dataclasses  # noqa: E402
+import math  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,28 +60,10 @@ class Limits:
 SM90 = Limits()
 
 
-def device_limits() -> Limits:
-    """The current GPU's limits from the driver (CuPy device attributes);
-    the allocation granularities, which the driver does not report, are
-    those of compute capability 8.x / 9.0."""
-    import cupy as cp
-
-    dev = cp.cuda.Device()
-    a = dev.attributes
-    major = int(dev.compute_capability[:-1])
-    if major < 8:
-        raise ValueError(f"granularities are tabulated for compute capability 8.0 and up, got {dev.compute_capability}")
-    return Limits(
-        warp_size=a["WarpSize"], max_threads_per_sm=a["MaxThreadsPerMultiProcessor"],
-        max_blocks_per_sm=a["MaxBlocksPerMultiprocessor"], max_threads_per_block=a["MaxThreadsPerBlock"],
-        regs_per_sm=a["MaxRegistersPerMultiprocessor"], regs_per_block=a["MaxRegistersPerBlock"],
-        smem_per_sm=a["MaxSharedMemoryPerMultiprocessor"], smem_per_block=a["MaxSharedMemoryPerBlock"],
-        smem_per_block_optin=a["MaxSharedMemoryPerBlockOptin"],
-        reserved_smem_per_block=a["ReservedSharedMemoryPerBlock"])
-
-
 @dataclasses.dataclass(frozen=True)
 class Occupancy:
+    """What occupancy() found: blocks and warps per SM, and why."""
+
     blocks_per_sm: int
     active_warps: int
     occupancy: float  # active warps / max warps per SM
@@ -91,13 +76,15 @@ class Occupancy:
         lim = ", ".join(f"{k} {v}" for k, v in self.limits.items())
         return (f"{self.blocks_per_sm} blocks of {threads} threads per SM = {self.active_warps} warps "
                 f"({self.occupancy:.0%}); bound by {' and '.join(self.binding)} (blocks allowed by: {lim})")
-
-
-def _round_up(x: int, unit: int) -> int:
-    return unit * math.ceil(x / unit)
+# --8<-- [end:limits]
 
 
 # --8<-- [start:calculator]
+def round_up(x: int, unit: int) -> int:
+    """x rounded up to a whole number of allocation units."""
+    return unit * math.ceil(x / unit)
+
+
 def occupancy(regs: int, threads: int, static_smem: int = 0, dynamic_smem: int = 0, *,
               limits: Limits = SM90, max_threads_per_block: int | None = None,
               max_dynamic_smem: int | None = None) -> Occupancy:
@@ -118,8 +105,8 @@ def occupancy(regs: int, threads: int, static_smem: int = 0, dynamic_smem: int =
     # 2. block slots: 32 per SM
     by_blocks = L.max_blocks_per_sm
     # 3. registers: per warp, rounded up to 256, placed in 4 sub-partitions
-    regs_per_warp = _round_up(regs * L.warp_size, L.reg_alloc_unit)
-    assumed = regs_per_warp * _round_up(warps, L.sub_partitions)  # the hardware's per-block check
+    regs_per_warp = round_up(regs * L.warp_size, L.reg_alloc_unit)
+    assumed = regs_per_warp * round_up(warps, L.sub_partitions)  # the hardware's per-block check
     if regs > L.max_regs_per_thread or assumed > L.regs_per_block or regs_per_warp * warps > L.regs_per_block:
         by_regs = 0
     elif regs_per_warp == 0:
@@ -128,7 +115,7 @@ def occupancy(regs: int, threads: int, static_smem: int = 0, dynamic_smem: int =
         warps_per_sub = (L.regs_per_sm // L.sub_partitions) // regs_per_warp
         by_regs = warps_per_sub * L.sub_partitions // warps
     # 4. shared memory: static + dynamic + the driver's reserve, in 128-byte units
-    smem = _round_up(static_smem + dynamic_smem + L.reserved_smem_per_block, L.smem_alloc_unit)
+    smem = round_up(static_smem + dynamic_smem + L.reserved_smem_per_block, L.smem_alloc_unit)
     if max_dynamic_smem is None:  # the default: 48 KB per block in all
         max_dynamic_smem = max(0, L.smem_per_block - static_smem)
     too_much = dynamic_smem > max_dynamic_smem or smem > L.smem_per_block_optin + L.reserved_smem_per_block
@@ -141,6 +128,28 @@ def occupancy(regs: int, threads: int, static_smem: int = 0, dynamic_smem: int =
                      binding=tuple(k for k, v in found.items() if v == blocks),
                      regs_per_warp=regs_per_warp, smem_per_block=smem)
 # --8<-- [end:calculator]
+
+
+# --8<-- [start:device_limits]
+def device_limits() -> Limits:
+    """The current GPU's limits from the driver (CuPy device attributes);
+    the allocation granularities, which the driver does not report, are
+    those of compute capability 8.x / 9.0."""
+    import cupy as cp
+
+    dev = cp.cuda.Device()
+    a = dev.attributes
+    major = int(dev.compute_capability[:-1])
+    if major < 8:
+        raise ValueError(f"granularities are tabulated for compute capability 8.0 and up, got {dev.compute_capability}")
+    return Limits(
+        warp_size=a["WarpSize"], max_threads_per_sm=a["MaxThreadsPerMultiProcessor"],
+        max_blocks_per_sm=a["MaxBlocksPerMultiprocessor"], max_threads_per_block=a["MaxThreadsPerBlock"],
+        regs_per_sm=a["MaxRegistersPerMultiprocessor"], regs_per_block=a["MaxRegistersPerBlock"],
+        smem_per_sm=a["MaxSharedMemoryPerMultiprocessor"], smem_per_block=a["MaxSharedMemoryPerBlock"],
+        smem_per_block_optin=a["MaxSharedMemoryPerBlockOptin"],
+        reserved_smem_per_block=a["ReservedSharedMemoryPerBlock"])
+# --8<-- [end:device_limits]
 
 
 # --8<-- [start:kernel_occupancy]

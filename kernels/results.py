@@ -26,8 +26,135 @@ ENV_REQUIRED = ("gpu", "compute_capability", "driver", "cuda_runtime", "cupy", "
                 "numba_cuda", "date", "commit")
 
 
+# ------------------------------------------------------------- freshness --
+# Each topic's stamp records what it measured: a hash of the code of every
+# kernel source its bench module imports (kernels/<x>.py modules, found by
+# their imports, and the .cu files they name). Comments, docstrings and
+# layout do not count; code does. tests/test_results.py lists the topics
+# whose sources changed since they were measured.
+
+NOT_KERNELS = {"harness", "results", "checks", "device", "standalone", "bench", "sass", "__init__"}
+KERNELS_DIR = ROOT / "kernels"
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """kernels/<x>.py module names that a module imports (relative or absolute)."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            parts = mod.split(".")
+            if node.level >= 1 or parts[0] == "kernels":
+                names = [p for p in parts if p and p != "kernels"]
+                if names:
+                    out.add(names[-1] if names[0] != "bench" else "bench")
+                else:
+                    out.update(a.name for a in node.names)
+    return {m for m in out if (KERNELS_DIR / f"{m}.py").is_file() and m not in NOT_KERNELS}
+
+
+def topic_source_files(bench_module_file: str | Path) -> list[Path]:
+    """The kernel sources a bench module measures: the kernel modules it
+    imports (and those they import), and the .cu files they name."""
+    import re
+
+    todo, seen = list(_imported_modules(Path(bench_module_file))), set()
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        todo += list(_imported_modules(KERNELS_DIR / f"{m}.py"))
+    files = [KERNELS_DIR / f"{m}.py" for m in sorted(seen)]
+    for f in list(files):
+        for cu in sorted(set(re.findall(r"\b(\w+\.cuh?)\b", f.read_text()))):
+            if (KERNELS_DIR / "cuda" / cu).is_file() and KERNELS_DIR / "cuda" / cu not in files:
+                files.append(KERNELS_DIR / "cuda" / cu)
+    return files
+
+
+def code_hash(name: str, text: str) -> str:
+    """sha256 (12 hex digits) of a source's code: comments, docstrings and
+    layout removed (Python through its AST; CUDA C by stripping comments and
+    blank runs)."""
+    import ast
+    import hashlib
+    import re
+
+    if name.endswith(".py"):
+        tree = ast.parse(text)
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                    and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+                body[:1] = [] if len(body) > 1 else [ast.Pass()]
+        norm = ast.dump(tree, include_attributes=False)
+    else:
+        norm = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
+        norm = " ".join(norm.split())
+    return hashlib.sha256(norm.encode()).hexdigest()[:12]
+
+
+def topic_sources(bench_module_file: str | Path) -> dict[str, str]:
+    """{path relative to the repository: code hash} of a topic's kernel sources."""
+    return {f.relative_to(ROOT).as_posix(): code_hash(f.name, f.read_text())
+            for f in topic_source_files(bench_module_file)}
+
+
+def stale_topics(data: dict, bench_files: dict[str, Path]) -> dict[str, list[str]]:
+    """topic -> the sources whose code changed since it was measured (or
+    that it has no record of)."""
+    out = {}
+    for topic, entry in data.get("topics", {}).items():
+        if topic not in bench_files:
+            continue
+        then = entry.get("env", {}).get("sources")
+        now = topic_sources(bench_files[topic])
+        if then is None:
+            out[topic] = ["(no sources stamp)"]
+            continue
+        changed = sorted(p for p in set(now) | set(then) if now.get(p) != then.get(p))
+        if changed:
+            out[topic] = changed
+    return out
+
+
 def record_id(topic: str, impl: str, variant: str, shape, dtype: str) -> str:
     return f"{topic}/{impl}/{variant}/{'x'.join(str(s) for s in shape)}/{dtype}"
+
+
+# A record without a relative error says why, by one of these names.
+NO_REL_ERR = {
+    "pointer_chase": "a latency probe computes no value; where the chase ended is compared with the "
+                     "chain instead (the bench raises if it differs)",
+}
+
+
+def record(topic: str, impl: str, variant: str, shape, dtype: str, *, ms, ref: str | None = None,
+           rel_err: float | None = None, no_rel_err: str | None = None, **fields) -> dict:
+    """One measured thing; every bench builds its records here.
+
+    rel_err is the error of this run's output against a reference, as
+    measured (harness.rel_err: 0.0 for an exact copy that matched); a record
+    that computes no value names the reason in `no_rel_err` (a key of
+    NO_REL_ERR) instead. ref: the id of the reference measured in the same
+    run (None: the record is its own reference)."""
+    if (rel_err is None) == (no_rel_err is None):
+        raise ValueError(f"{topic}/{impl}/{variant}: give a measured rel_err, or no_rel_err with a reason")
+    if no_rel_err is not None and no_rel_err not in NO_REL_ERR:
+        raise ValueError(f"no_rel_err must be one of {sorted(NO_REL_ERR)}, got {no_rel_err!r}")
+    if rel_err is not None and not (isinstance(rel_err, float) and math.isfinite(rel_err)):
+        raise ValueError(f"{topic}/{impl}/{variant}: rel_err must be a finite float, got {rel_err!r}")
+    rid = record_id(topic, impl, variant, shape, dtype)
+    out = {"id": rid, "topic": topic, "impl": impl, "variant": variant, "shape": [int(s) for s in shape],
+           "dtype": dtype, "ms": ms, "ref": ref or rid, "rel_err": rel_err}
+    if no_rel_err is not None:
+        out["no_rel_err"] = no_rel_err
+    out.update(fields)
+    return out
 
 
 def results_path(gpu_slug: str) -> Path:
@@ -40,13 +167,14 @@ def load(path: Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
-def merge(old: dict, env: dict, records: list[dict]) -> dict:
-    """Replace the topics present in `records`; keep every other topic."""
+def merge(old: dict, env: dict, records: list[dict], sources: dict[str, dict] | None = None) -> dict:
+    """Replace the topics present in `records`; keep every other topic.
+    sources: topic -> {path: code hash} of what it measured (its stamp)."""
     topics = {r["topic"] for r in records}
     kept = [r for r in old.get("records", []) if r["topic"] not in topics]
     topic_env = dict(old.get("topics", {}))
     for t in topics:
-        topic_env[t] = {"env": env}
+        topic_env[t] = {"env": dict(env, sources=(sources or {}).get(t, {}))}
     merged = sorted(kept + list(records), key=lambda r: (r["topic"], r["id"]))
     return {"schema": SCHEMA, "env": env, "topics": dict(sorted(topic_env.items())),
             "records": merged}
@@ -77,6 +205,8 @@ def validate(data: dict) -> list[str]:
                             f"or check: true for a record that compares two answers, not a speed)")
         if not isinstance(r.get("shape"), list) or not all(isinstance(s, int) for s in r.get("shape", [])):
             problems.append(f"{rid}: shape must be a list of ints")
+        if r.get("rel_err") is None and r.get("no_rel_err") not in NO_REL_ERR:
+            problems.append(f"{rid}: rel_err is null and no_rel_err names no known reason")
         if r.get("topic") not in data.get("topics", {}):
             problems.append(f"{rid}: topic {r.get('topic')!r} has no env stamp")
         if rid in ids:

@@ -17,14 +17,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
-
 from . import checks
 from .device import cupy_module
 
 CUDA_SOURCE = Path(__file__).with_name("cuda") / "stencil.cu"
-R = 2  # filter radius (kernels/cuda/stencil.cu)
-KW = 2 * R + 1
 VARIANTS = ("naive", "coalesced", "tiled8", "tiled16", "tiled32", "tiled16x4", "tuned")
 STEP = {"naive": 1, "coalesced": 2, "tiled8": 3, "tiled16": 3, "tiled32": 3, "tiled16x4": 3, "tuned": 4}
 # (BX, BY, OUT): block shape and outputs per thread of the tiled steps
@@ -33,9 +29,11 @@ _TILED = {"tiled8": (8, 8, 1), "tiled16": (16, 16, 1), "tiled32": (32, 32, 1), "
 FLAT_THREADS = 256  # steps 1-2: a 1-D grid of 256-thread blocks
 
 
-def flops(H: int, W: int) -> int:
-    """Useful floating-point operations: one multiply and one add per tap."""
-    return 2 * KW * KW * H * W
+# --8<-- [start:reference]
+import numpy as np  # noqa: E402
+
+R = 2  # filter radius (R in kernels/cuda/stencil.cu): a 5 x 5 filter
+KW = 2 * R + 1
 
 
 def reference(x, w, xp=np):
@@ -49,6 +47,12 @@ def reference(x, w, xp=np):
         for j in range(KW):
             out += float(w[i, j]) * p[i:i + H, j:j + W]
     return out
+# --8<-- [end:reference]
+
+
+def flops(H: int, W: int) -> int:
+    """Useful floating-point operations: one multiply and one add per tap."""
+    return 2 * KW * KW * H * W
 
 
 def check_operands(x, w, out, lib: str) -> tuple[int, int]:

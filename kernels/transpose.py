@@ -32,8 +32,10 @@ NUMBA_VARIANTS = ("naive", "padded", "coarsened")
 MAX_ELEMENTS = 2**31 - 1  # the kernels index with int
 MAX_GRID_Y = 65535        # blocks along y: one per TILE rows of x
 
+# --8<-- [start:numba_tile]
 TILE, ROWS = 32, 8  # steps 2-3 (and Numba): 32 x 32 tiles, 32 x 8 threads
 TILE_PADDED = TILE + 1  # a padded tile row (a shared array's shape must be constants)
+# --8<-- [end:numba_tile]
 NAIVE_BLOCK = (32, 8)
 
 # Step 4's knobs, (TILE, RY, VEC): a TILE x TILE tile, (TILE / VEC) x RY

@@ -69,7 +69,6 @@ def _blocks_per_sm(variant: str, threads: int, device_id: int) -> int:
     return driver_blocks_per_sm(cupy_kernel(variant), threads)
 
 
-# --8<-- [start:cupy_wrapper]
 def vector_add_cupy(a, b, out=None, *, threads: int = 256, variant: str = "guard"):
     """out = a + b on the GPU with the CUDA C kernel; returns out."""
     import cupy as cp
@@ -100,7 +99,6 @@ def vector_add_cupy(a, b, out=None, *, threads: int = 256, variant: str = "guard
     # 4. launch: grid, block, arguments (scalars with an explicit C type)
     kernel((blocks,), (threads,), (a, b, out, np.int64(n)))
     return out
-# --8<-- [end:cupy_wrapper]
 
 
 # --------------------------------------------------------------- Numba --

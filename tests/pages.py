@@ -71,10 +71,12 @@ def read_section(target: str) -> list[str]:
     return textwrap.dedent("\n".join(out)).splitlines()
 
 
-def expand(text: str, plant: tuple[str, str] | None = None) -> str:
+def expand(text: str, plant: tuple[str, str] | None = None,
+           replace: tuple[str, str] | None = None) -> str:
     """Replace each include line by the lines it names, indented like it.
 
     plant=(target, line): put `line` first in the included lines of `target`.
+    replace=(target, text): include `text` (a mutated copy) instead of `target`.
     """
     out = []
     for ln in text.splitlines():
@@ -83,6 +85,8 @@ def expand(text: str, plant: tuple[str, str] | None = None) -> str:
             out.append(ln)
             continue
         body = read_section(m.group("target"))
+        if replace and replace[0] == m.group("target"):
+            body = replace[1].splitlines()
         if plant and plant[0] == m.group("target"):
             body = [plant[1]] + body
         out.extend(m.group("indent") + b for b in body)

@@ -1,27 +1,113 @@
-"""Every examples/*.py runs as a script, at a small size, and checks itself.
+"""Every examples/*.py runs alone, checks itself, and fails on a wrong answer.
 
-Each example takes `--size N` and `--impl {all,cupy,numba}`. The Numba run
-works anywhere (the CUDA simulator without a GPU); the CuPy run needs a GPU.
+- Copied alone (with the .cu files its docstring names) into an empty
+  folder outside the repository, an example runs: the Numba path anywhere
+  (the CUDA simulator without a GPU), the CuPy path on a GPU. A `kernels.py`
+  that raises is put beside it, so an example reaching for this repository's
+  package fails instead of finding the editable install.
+- It imports nothing but the standard library, NumPy, CuPy, Numba and NVML.
+- A wrong kernel planted in the copy (FAULTS) makes it exit non-zero.
+- The sections it shares with the library are the library's text
+  (tests/sync.py; `python -m tests.sync` rewrites them).
 """
 
+from __future__ import annotations
+
+import ast
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests import sync
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 SMALL = "1000"
+ALLOWED = {"numpy", "cupy", "cupyx", "numba", "pynvml"}
+POISON = 'raise ImportError("an example must run without this repository\'s kernels package")\n'
+
+# example -> [(file in the copy, old, new, impl)]: a wrong result planted in
+# the copy; the example must exit non-zero. Numba faults run in the
+# simulator on the CPU, CUDA C faults on the GPU.
+FAULTS = {
+    "vector_add.py": [("vector_add.py", "out[i] = a[i] + b[i]", "out[i] = a[i] - b[i]", "numba"),
+                      ("vector_add.cu", "out[i] = a[i] + b[i];", "out[i] = a[i] * b[i];", "cupy")],
+    # the Numba kernels never write the last column; the tiled CUDA C kernel neither
+    "matmul.py": [("matmul.py", "acc += A[row, k] * B[k, col]", "acc -= A[row, k] * B[k, col]", "numba"),
+                  ("matmul.cu", "for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];",
+                   "for (int k = 0; k < K; ++k) acc -= A[row * K + k] * B[k * N + col];", "cupy"),
+                  ("matmul.py", "blocks = ((N - 1) // bn + 1, (M - 1) // bm + 1)",
+                   "blocks = ((N - 1) // bn, (M - 1) // bm + 1)", "cupy")],
+    "ilp.py": [("ilp.cu", "for (int k = 0; k < K; ++k) s += acc[k];", "for (int k = 0; k < K; ++k) s -= acc[k];",
+                "cupy")],
+    "divergence.py": [("divergence.py", "v = v * float32(1.001) - float32(0.001)",
+                       "v = v * float32(1.001) + float32(0.001)", "numba"),
+                      ("divergence.cu", "for (int k = 0; k < iters; ++k) v = fmaf(v, 1.001f, -0.001f);",
+                       "for (int k = 0; k < iters; ++k) v = fmaf(v, 1.001f, 0.001f);", "cupy")],
+    "reduction.py": [("reduction.py", "for i in range(cuda.grid(1), n, cuda.gridsize(1)):",
+                      "for i in range(cuda.grid(1), n - 1, cuda.gridsize(1)):", "numba"),
+                     ("reduction.cu", "v += x[i];", "v -= x[i];", "cupy")],
+    "memory.py": [("memory.py", "v[k] = x[i * stride]  # a warp reads", "v[k] = x[i * stride] + 1.0  # a warp reads",
+                   "numba"),
+                  ("memory.cu", "return 2.0f * p[i];", "return 3.0f * p[i];", "cupy")],
+    "transpose.py": [("transpose.py", "out[r, c] = tile[tx, ty]  # a column", "out[r, c] = tile[ty, tx]  # a column",
+                      "numba"),
+                     ("transpose.cu", "out[c * rows + r] = in[r * cols + c];",
+                      "out[c * rows + r] = in[r * cols + c] + 1.0f;", "cupy")],
+    "host_transfer.py": [("host_transfer.py", "v = v * float32(0.5) + xi", "v = v * float32(0.5) - xi", "numba"),
+                         ("host_transfer.cu", "v = fmaf(v, 0.5f, xi);", "v = fmaf(v, 0.5f, -xi);", "cupy")],
+    "stencil.py": [("stencil.py", "if row < H and col < W:", "if row < H and col < W - 1:", "numba"),
+                   ("stencil.cu", "if (y < H && x < W) {", "if (y < H && x < W - 1) {", "cupy"),
+                   ("stencil.cu", "acc += w[(dy + R) * KW + dx + R] * pixel(in, H, W, y + dy, x + dx);",
+                    "acc -= w[(dy + R) * KW + dx + R] * pixel(in, H, W, y + dy, x + dx);", "cupy")],
+}
 
 
-def run(example, *args):
-    env = dict(os.environ)  # NUMBA_ENABLE_CUDASIM carries over; the example finds kernels/ itself
-    proc = subprocess.run([sys.executable, str(example), *args], capture_output=True, text=True,
-                          cwd=ROOT / "examples", env=env, timeout=600)
-    assert proc.returncode == 0, f"{example.name} {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
+def cu_files(example: Path) -> list[str]:
+    """The .cu files an example says to copy with it (its "Copy with it:" line)."""
+    lines = [ln for ln in example.read_text().splitlines() if "Copy with it" in ln]
+    return sorted(set(re.findall(r"kernels/cuda/(\w+\.cuh?)", " ".join(lines))))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_example_says_which_files_to_copy_with_it(example):
+    text = example.read_text()
+    named = set(re.findall(r'load_cuda\("(\w+\.cuh?)"\)', text))
+    assert named <= set(cu_files(example)), (
+        f"{example.name} loads {sorted(named)}; its 'Copy with it:' line names {cu_files(example)}")
+
+
+def copy_alone(example: Path, dst: Path) -> Path:
+    shutil.copy(example, dst / example.name)
+    for cu in cu_files(example):
+        shutil.copy(ROOT / "kernels" / "cuda" / cu, dst / cu)
+    (dst / "kernels.py").write_text(POISON)
+    return dst / example.name
+
+
+def run_alone(script: Path, *args) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    if "NUMBA_ENABLE_CUDASIM" not in env and not _gpu():
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    # carry the site dir of a PYTHONPATH-installed numpy (the GPU machine's
+    # wheels), but never the repository
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+             if p and Path(p).resolve() != ROOT]
+    if extra:
+        env["PYTHONPATH"] = os.pathsep.join(extra)
+    return subprocess.run([sys.executable, script.name, *args], cwd=script.parent, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def _gpu() -> bool:
+    from kernels.device import has_gpu
+
+    return has_gpu()
 
 
 def test_there_are_examples():
@@ -29,20 +115,74 @@ def test_there_are_examples():
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
-def test_example_numba(example):
-    out = run(example, "--size", SMALL, "--impl", "numba")
-    assert "max |error|" in out or "no Numba version" in out
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
-def test_example_cupy(example):
-    out = run(example, "--size", SMALL, "--impl", "cupy")
-    assert "max |error|" in out and "skipped" not in out
-
-
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_example_has_docstring_and_main(example):
     text = example.read_text()
     assert "Run:" in text, "the example says how to run it"
     assert "def main(" in text and 'if __name__ == "__main__":' in text
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_example_imports_only_what_a_reader_has(example):
+    tree = ast.parse(example.read_text())
+    bad = []
+    for node in ast.walk(tree):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        for n in names:
+            top = n.split(".")[0]
+            if top not in ALLOWED and top not in sys.stdlib_module_names:
+                bad.append(n)
+    assert not bad, f"{example.name} imports {bad}"
+    assert "sys.path" not in example.read_text(), "no sys.path hacks"
+
+
+def test_examples_share_the_library_text():
+    bad = sync.drift()
+    assert not bad, "examples whose shared sections differ from the library " \
+        "(run `python -m tests.sync`):\n" + "\n".join(f"{e.name}:{n} <- {lib.name}" for e, n, lib in bad)
+    assert sync.shared(), "no example shares a section with the library"
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_example_runs_alone_numba(example, tmp_path):
+    script = copy_alone(example, tmp_path)
+    proc = run_alone(script, "--size", SMALL, "--impl", "numba")
+    assert proc.returncode == 0, f"{example.name} failed when copied alone:\n{proc.stdout}\n{proc.stderr}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_example_runs_alone_cupy(example, tmp_path):
+    script = copy_alone(example, tmp_path)
+    proc = run_alone(script, "--size", SMALL, "--impl", "cupy")
+    assert proc.returncode == 0, f"{example.name} failed when copied alone:\n{proc.stdout}\n{proc.stderr}"
+    assert "skipped" not in proc.stdout.lower()
+
+
+def fault_params():
+    out = []
+    for ex, faults in FAULTS.items():
+        for k, (file, old, new, impl) in enumerate(faults):
+            marks = [pytest.mark.gpu] if impl == "cupy" else []
+            out.append(pytest.param(ex, file, old, new, impl, marks=marks, id=f"{ex}-{impl}-{k}"))
+    return out
+
+
+def test_every_example_has_planted_faults():
+    names = {p.name for p in EXAMPLES}
+    assert set(FAULTS) == names, f"examples without planted faults: {sorted(names - set(FAULTS))}"
+    for ex, faults in FAULTS.items():
+        impls = {f[3] for f in faults}
+        assert "cupy" in impls, f"{ex}: no planted fault in its CUDA C path"
+
+
+@pytest.mark.parametrize("example,file,old,new,impl", fault_params())
+def test_example_exits_nonzero_on_a_planted_fault(example, file, old, new, impl, tmp_path):
+    script = copy_alone(ROOT / "examples" / example, tmp_path)
+    target = tmp_path / file
+    text = target.read_text()
+    assert text.count(old) >= 1, f"{old!r} not in {file}"
+    target.write_text(text.replace(old, new))
+    proc = run_alone(script, "--size", SMALL, "--impl", impl)
+    assert proc.returncode != 0, (f"{example} exited 0 with `{old}` -> `{new}` in {file}:\n"
+                                  f"{proc.stdout[-2000:]}")

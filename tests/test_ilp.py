@@ -1,4 +1,9 @@
-"""ILP kernels: results, register reports, and the integer-division SASS."""
+"""ILP kernels: results, register reports, and the integer-division SASS;
+and the self-contained launchers of examples/ilp.py that docs/ilp*.md show."""
+
+import functools
+import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -70,3 +75,76 @@ def test_four_chain_loop_is_unrolled_further_than_eight():
     f4 = sass.opcodes(sass.sass("ilp.cu", "ilp_chains_4"))["FFMA"]
     f8 = sass.opcodes(sass.sass("ilp.cu", "ilp_chains_8"))["FFMA"]
     assert (f4, f8) == (116, 40), (f4, f8)
+
+
+# ------------------------------------------- the example's own launchers --
+# docs/ilp*.md show the launchers and checks of examples/ilp.py (no
+# `kernels` import there): same kernels, same references as the library.
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def example():
+    """examples/ilp.py as a module (its main() does not run)."""
+    spec = importlib.util.spec_from_file_location("ilp_example", ROOT / "examples" / "ilp.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_example_has_the_library_kernels_and_references():
+    ex = example()
+    assert ex.FMA_KERNELS == ilp.FMA_KERNELS and ex.INT_KERNELS == ilp.INT_KERNELS
+    x = np.random.default_rng(1).uniform(0.25, 0.75, 64).astype(np.float32)
+    for k in ilp.CHAINS:
+        np.testing.assert_array_equal(ex.fma_reference(x, k, 128), ilp.fma_reference(x, k, 128))
+    xi = np.random.default_rng(2).integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+    for s in (1, 5, 31):
+        np.testing.assert_array_equal(ex.int_reference(xi, s, 50), ilp.int_reference(xi, s, 50))
+
+
+def test_example_int_reference_is_the_kernels_arithmetic():
+    """v / d + v % d + i in 32-bit unsigned arithmetic, checked step by step."""
+    xi = np.array([0, 1, 31, 32, 2**32 - 1], dtype=np.uint32)
+    v = [int(a) for a in xi]
+    for i in range(7):
+        v = [(a // 32 + a % 32 + i) % 2**32 for a in v]
+    np.testing.assert_array_equal(example().int_reference(xi, 5, 7), np.array(v, dtype=np.uint32))
+
+
+@pytest.mark.gpu
+def test_example_checks_every_kernel():
+    ex = example()
+    for name in ex.FMA_KERNELS:
+        ex.check_fma(name)
+    for name in ex.INT_KERNELS:
+        ex.check_int(name)
+
+
+@pytest.mark.gpu
+def test_example_chains_demo_checks_what_it_times():
+    example().chains_demo(iters=2048, kernels=("ilp_chains_1", "ilp_chains_32_capped"))
+    example().chains_demo(iters=2048, kernels=("ilp_chains_8",), threads=256, blocks_per_sm=8)
+
+
+@pytest.mark.gpu
+def test_example_rejects_bad_input():
+    import cupy as cp
+
+    ex = example()
+    x = cp.ones(64, dtype=cp.float32)
+    cases = [
+        (lambda: ex.fma_chains_cupy(x, iters=100), ValueError, "multiple of 32"),
+        (lambda: ex.fma_chains_cupy(cp.ones(50, dtype=cp.float32)), ValueError, "multiple of threads"),
+        (lambda: ex.fma_chains_cupy(x, threads=48), ValueError, "threads"),
+        (lambda: ex.fma_chains_cupy(x, kernel="ilp_chains_3"), ValueError, "kernel"),
+        (lambda: ex.fma_chains_cupy(np.ones(64, dtype=np.float32)), TypeError, "cupy.ndarray"),
+        (lambda: ex.fma_chains_cupy(x, cp.ones(32, dtype=cp.float32)), ValueError, "out"),
+        (lambda: ex.int_cupy(x), TypeError, "uint32"),
+        (lambda: ex.int_cupy(cp.ones(256, dtype=cp.uint32), divisor_log2=32), ValueError, "divisor_log2"),
+        (lambda: ex.int_cupy(cp.ones(256, dtype=cp.uint32), kernel="int_div"), ValueError, "kernel"),
+    ]
+    for call, exc, match in cases:
+        with pytest.raises(exc, match=match):
+            call()

@@ -5,15 +5,21 @@ before each launch (an element left unwritten fails), and the error is the
 relative Frobenius norm against A @ B in float64: < 1e-5.
 Sizes: 1x1x1, 33x65x17 and 1000x1013x77 (tails of every tile) and 4096^3
 on the GPU; the simulator runs the Numba steps at the two small sizes.
+
+The second half checks the self-contained launchers of examples/matmul.py,
+which docs/matmul*.md show (no `kernels` import there).
 """
 
 import functools
+import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from kernels import harness, matmul as mm
 from kernels.device import numba_simulator
+from numba import cuda, float32  # after `kernels`, which picks the simulator without a GPU
 
 SHAPES = [(1, 1, 1), (33, 65, 17), (1000, 1013, 77)]  # (M, N, K)
 RTOL = 1e-5
@@ -184,3 +190,113 @@ def test_grid_covers_c():
         rows, cols = (blocks[0], blocks[1]) if variant == "naive" else (blocks[1], blocks[0])
         assert rows * bm >= 1000 and cols * bn >= 1013
         assert (rows - 1) * bm < 1000 and (cols - 1) * bn < 1013
+
+
+# ------------------------------------------- the example's own launchers --
+# docs/matmul*.md show the launchers and checks of examples/matmul.py, not
+# the library's wrappers: they must launch the same configurations, and
+# their checks must fail on a wrong answer.
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def example():
+    """examples/matmul.py as a module (its main() does not run)."""
+    spec = importlib.util.spec_from_file_location("matmul_example", ROOT / "examples" / "matmul.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_example_launches_the_steps_the_bench_measures():
+    """Same steps, in ladder order, with the library's block tile and block size;
+    the template configurations it checks are ones the tuning sweep runs."""
+    from kernels.bench.matmul import CONFIGS
+
+    ex = example()
+    assert tuple(ex.STEPS) == mm.VARIANTS
+    for variant, (bm, bn, threads) in ex.STEPS.items():
+        lbm, lbn, lthreads = mm._BLOCK_TILE[variant]
+        assert (bm, bn) == (lbm, lbn), variant
+        assert threads == (lthreads if isinstance(lthreads, tuple) else (lthreads,)), variant
+    assert set(ex.CONFIGS) <= set(CONFIGS)
+
+
+def test_example_check_fails_on_a_wrong_or_unwritten_element():
+    ex = example()
+    A, B = operands(5, 7, 3)
+    C = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
+    assert ex.check_matmul(C, A, B) < 1e-5
+    for bad in (np.nan, C[2, 3] + 1.0):
+        wrong = C.copy()
+        wrong[2, 3] = bad
+        with pytest.raises(AssertionError):
+            ex.check_matmul(wrong, A, B)
+
+
+def test_example_numba_steps():
+    """Every Numba step through the example's launcher, at 33x17x29 and 1x1x1."""
+    example().numba_ladder(((33, 17, 29), (1, 1, 1)))
+
+
+@cuda.jit
+def no_tail_kernel(A, B, C, M, N, K):
+    """The naive Numba step with a bug: it never writes the last row of C."""
+    col, row = cuda.grid(2)
+    if row < M - 1 and col < N:
+        acc = float32(0.0)
+        for k in range(K):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+def test_example_numba_check_catches_a_kernel_that_skips_the_tail():
+    with pytest.raises(AssertionError):
+        example().check_numba(no_tail_kernel, (16, 16), (16, 16), shapes=((33, 17, 29),))
+
+
+@pytest.mark.gpu
+def test_example_cupy_ladder():
+    """Every CUDA C step and the template through the example's launcher, at
+    the shapes the page checks (tails, 1x1x1, whole tiles, unaligned views)."""
+    example().cupy_ladder()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1000, 1013, 77, 0), (256, 512, 64, 0), (260, 264, 68, 1)],
+                         ids=lambda s: "x".join(map(str, s[:3])) + ("-unaligned" if s[3] else ""))
+def test_example_template_at_every_configuration_of_the_sweep(shape):
+    from kernels.bench.matmul import CONFIGS
+
+    ex = example()
+    M, N, K, offset = shape
+    for cfg in CONFIGS:
+        assert ex.check_cupy(cfg, M, N, K, offset=offset) < 1e-2, mm.config_name(cfg)
+
+
+@pytest.mark.gpu
+def test_example_cupy_allocates_c_and_rejects_bad_input():
+    import cupy as cp
+
+    f = example().matmul_cupy
+    A, B = (cp.asarray(x) for x in operands(65, 33, 17))
+    C = f(A, B)
+    assert C.shape == (65, 33) and C.dtype == cp.float32
+    assert rel_err(C.get(), A.get(), B.get()) < RTOL
+    a = cp.ones((8, 4), dtype=cp.float32)
+    b = cp.ones((4, 6), dtype=cp.float32)
+    c = cp.empty((8, 6), dtype=cp.float32)
+    cases = [
+        (lambda: f(np.ones((8, 4), dtype=np.float32), b, c), TypeError, "A must be a cupy.ndarray"),
+        (lambda: f(a, b.astype(cp.float64), c), TypeError, "B must have dtype float32"),
+        (lambda: f(a, b, c.ravel()), ValueError, "C must be 2-D"),
+        (lambda: f(a, cp.ones((5, 6), dtype=cp.float32), c), ValueError, "inner dimensions"),
+        (lambda: f(cp.ones((4, 8), dtype=cp.float32).T, b, c), ValueError, "A must be C-contiguous"),
+        (lambda: f(a, b, cp.empty((6, 8), dtype=cp.float32)), ValueError, r"C must have shape \(8, 6\)"),
+        (lambda: f(a, b, c, variant="fastest"), ValueError, "variant"),
+        (lambda: f(cp.ones((0, 4), dtype=cp.float32), b), ValueError, ">= 1"),
+    ]
+    for call, exc, match in cases:
+        with pytest.raises(exc, match=match):
+            call()

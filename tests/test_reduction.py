@@ -5,6 +5,7 @@ conditioned; tolerance: relative error < 1e-5 (float32 accumulation over up
 to a few thousand elements per thread, then a tree).
 """
 
+import ast
 import os
 import subprocess
 import sys
@@ -92,6 +93,16 @@ def test_bad_inputs_cupy():
         red.reduce_sum_cupy(x, threads=96)
     with pytest.raises(ValueError, match="variant"):
         red.reduce_sum_cupy(x, variant="fastest")
+
+
+def test_example_checks_every_step_of_the_ladder():
+    """The page's CUDA C check (examples/reduction.py: reduce_sum_cupy and
+    cupy_ladder, self-contained copies of the launch logic) runs the
+    library's whole ladder, in the same order."""
+    tree = ast.parse((ROOT / "examples" / "reduction.py").read_text())
+    found = [ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+             and any(isinstance(t, ast.Name) and t.id == "VARIANTS" for t in node.targets)]
+    assert found == [red.VARIANTS]
 
 
 def test_bad_inputs_numba():

@@ -102,3 +102,67 @@ def test_numba_rejects_bad_input():
 
 def test_flops_counts_two_per_tap():
     assert st.flops(10, 20) == 2 * 25 * 200
+
+
+# ------------------------------------------------ the example's launcher --
+
+def example():
+    """examples/stencil.py as a module (what the four-step page embeds)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "stencil.py"
+    spec = importlib.util.spec_from_file_location("stencil_example", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_example_launches_the_library_grid():
+    """The example's self-contained launcher uses the library's steps and
+    block shapes (kernels/stencil.py), so the page shows what is measured."""
+    ex = example()
+    assert ex.VARIANTS == st.VARIANTS
+    assert ex.TILED == st._TILED and ex.FLAT_THREADS == st.FLAT_THREADS
+    assert (ex.R, ex.KW) == (st.R, st.KW)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1, 1), (33, 65), (130, 47)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_example_cupy_launcher(shape):
+    import cupy as cp
+
+    ex = example()
+    x, w = data(*shape, seed=7)
+    for variant in ex.VARIANTS:
+        out = cp.full(shape, cp.nan, dtype=cp.float32)
+        assert ex.conv2d_cupy(cp.asarray(x), cp.asarray(w), out, variant) is out
+        assert rel(cp.asnumpy(out), st.reference(x, w)) < 1e-5, variant
+    with pytest.raises(ValueError, match="variant"):
+        ex.conv2d_cupy(cp.asarray(x), cp.asarray(w), out, "fastest")
+    with pytest.raises(TypeError, match="out must be"):
+        ex.conv2d_cupy(cp.asarray(x), cp.asarray(w), cp.zeros(shape, cp.float64))
+    with pytest.raises(ValueError, match="non-empty"):
+        ex.conv2d_cupy(cp.zeros((0, 4), cp.float32), cp.asarray(w), cp.zeros((0, 4), cp.float32))
+
+
+def test_example_numba_steps_catch_an_unwritten_pixel(monkeypatch):
+    """numba_steps fails on a NaN pixel (what `max(worst, err)` let through)."""
+    ex = example()
+    assert ex.numba_steps(5, 7) < 1e-4
+    real = ex.conv_tiled_numba
+
+    class SkipsLastColumn:  # launches the real kernel, then un-writes one pixel
+        __name__ = "skips_last_column"
+
+        def __getitem__(self, config):
+            def launch(x, w, out):
+                real[config](x, w, out)
+                host = out.copy_to_host()
+                host[:, -1] = np.nan
+                out.copy_to_device(host)
+            return launch
+
+    monkeypatch.setattr(ex, "conv_tiled_numba", SkipsLastColumn())
+    with pytest.raises(AssertionError):
+        ex.numba_steps(5, 7)

@@ -1,9 +1,14 @@
-"""Vector add (kernels/vector_add.py, kernels/cuda/vector_add.cu) against NumPy.
+"""Vector add (kernels/vector_add.py, kernels/cuda/vector_add.cu) against NumPy,
+and the standalone launchers of examples/vector_add.py that the page shows.
 
 Random float32 inputs, output poisoned with NaN before each launch, compared
 with a float64 reference. Numba runs in the CUDA simulator without a GPU;
 the CuPy tests need a GPU.
 """
+
+import functools
+import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -178,3 +183,83 @@ def test_cupy_vec4_on_misaligned_views(variant, offset):
     assert not vec4_aligned(da, db, out)
     vector_add_cupy(da, db, out, variant=variant)
     np.testing.assert_allclose(cp.asnumpy(out), reference(a[offset:], b[offset:]), rtol=RTOL, atol=1e-7)
+
+
+# ------------------------------------------- the example's own launchers --
+# docs/programming-model*.md show the wrapper and launchers of
+# examples/vector_add.py (self-contained: no `kernels` import), not the
+# library's: they get the same checks here.
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def example():
+    """examples/vector_add.py as a module (its main() does not run)."""
+    spec = importlib.util.spec_from_file_location("vector_add_example", ROOT / "examples" / "vector_add.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("n", [1, 1000, 1003])
+def test_example_numba_launchers_match_numpy(n):
+    ex = example()
+    a, b = inputs(n, seed=n)
+    for add in (ex.add_with_numba, ex.add_grid_stride_numba):
+        np.testing.assert_allclose(add(a, b), reference(a, b), rtol=RTOL, atol=1e-7)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("threads", [32, 256, 1024])
+@pytest.mark.parametrize("n", SIZES + [5])
+def test_example_cupy_wrapper_matches_numpy(n, threads):
+    import cupy as cp
+
+    a, b = inputs(n, seed=n + threads)
+    out = cp.full(n, cp.nan, dtype=cp.float32)
+    res = example().vector_add_cupy(cp.asarray(a), cp.asarray(b), out, threads=threads)
+    assert res is out
+    np.testing.assert_allclose(cp.asnumpy(out), reference(a, b), rtol=RTOL, atol=1e-7)
+
+
+@pytest.mark.gpu
+def test_example_cupy_wrapper_allocates_output_and_handles_empty():
+    import cupy as cp
+
+    add = example().vector_add_cupy
+    a, b = inputs(4099, seed=1)
+    np.testing.assert_allclose(cp.asnumpy(add(cp.asarray(a), cp.asarray(b))), reference(a, b), rtol=RTOL, atol=1e-7)
+    empty = cp.empty(0, dtype=cp.float32)
+    assert add(empty, empty).size == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("blocks,threads", [(1, 32), (2, 64), (1024, 256), (7, 1024)])
+@pytest.mark.parametrize("n", SIZES)
+def test_example_cupy_grid_stride_covers_any_n(n, blocks, threads):
+    a, b = inputs(n, seed=n)
+    out = example().add_grid_stride_cupy(a, b, blocks, threads)
+    np.testing.assert_allclose(out, reference(a, b), rtol=RTOL, atol=1e-7)
+
+
+@pytest.mark.gpu
+def test_example_one_block_up_to_the_limit():
+    import cupy as cp
+
+    add_in_one_block = example().add_in_one_block
+    a, b = inputs(1024, seed=2)
+    np.testing.assert_allclose(add_in_one_block(a, b, (1024,)), reference(a, b), rtol=RTOL, atol=1e-7)
+    for block, n in (((512, 512), 512 * 512), ((2048,), 2048)):
+        x = np.ones(n, dtype=np.float32)
+        with pytest.raises(cp.cuda.driver.CUDADriverError):
+            add_in_one_block(x, x, block)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", range(12))  # the 13th, `variant`, is the library's only
+def test_example_cupy_wrapper_rejects_bad_input(case):
+    import cupy as cp
+
+    desc, call, exc, words = bad_calls(cp.asarray, example().vector_add_cupy)[case]
+    check_bad(call, exc, words)

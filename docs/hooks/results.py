@@ -10,7 +10,10 @@ A page asks for results with HTML comments (invisible when not rendered):
 
 They become a Markdown table, an image of the plot and the environment stamp,
 read from docs/assets/results/<extra.results_gpu>.json (written by `make bench`).
-A topic not measured yet renders a note saying so, never a made-up number.
+A topic not measured yet renders a note saying so, never a made-up number
+(and tests/test_results.py fails until it is measured). An unknown topic,
+a column no selected record has, or a `where=` that selects nothing fails
+the build with the page and line.
 """
 
 from __future__ import annotations
@@ -49,17 +52,65 @@ def _args(text: str) -> dict:
     return out
 
 
+class DirectiveError(ValueError):
+    """A results directive that would render nothing, or a column of dashes."""
+
+
+def _known_topics() -> set[str]:
+    from kernels.bench import TOPICS
+
+    return set(TOPICS)
+
+
+def check_table(data: dict, topic: str, args: dict) -> None:
+    """Fail on a filter that selects nothing, or a column or key no record has."""
+    rows = results.select(data, topic)
+    keys = {k for r in rows for k in r} | {"n"}
+    where = dict(w.split(":", 1) for w in args.get("where", "").split(",") if w)
+    for key, want in where.items():
+        if key not in keys:
+            raise DirectiveError(f"where= names {key!r}, which no {topic} record has")
+        values = {str(results._value(r, key)) for r in rows}
+        unknown = [v for v in want.split("|") if v not in values]
+        if unknown:
+            raise DirectiveError(f"where={key}:{want}: no {topic} record has {key} = {unknown}")
+    chosen = results.select(data, topic, where)
+    if not chosen:
+        raise DirectiveError(f"where={args.get('where')} selects no {topic} record")
+    for c in args.get("columns", "").split(","):
+        if results._derived(c):
+            continue
+        if not any(results._value(r, c) is not None for r in chosen):
+            raise DirectiveError(f"column {c!r} is empty in every selected {topic} record")
+    order = args.get("order", "").lstrip("-")
+    if order and order not in keys:
+        raise DirectiveError(f"order={order}: no {topic} record has it")
+
+
 def render(markdown: str, src_uri: str, lang: str, gpu: str) -> str:
+    """Replace the directives; raise DirectiveError (naming page and line)
+    on an unknown topic, column or key, or a filter that selects nothing."""
     path = results.results_path(gpu)
     data = results.load(path)
     rel_file = path.relative_to(ROOT).as_posix()
+    known = _known_topics()
 
     def replace(m: re.Match) -> str:
+        line = markdown.count("\n", 0, m.start()) + 1
+        try:
+            return _replace(m)
+        except (DirectiveError, KeyError) as e:
+            raise DirectiveError(f"{src_uri}:{line}: {m.group(0).strip()}: {e}") from None
+
+    def _replace(m: re.Match) -> str:
         indent, kind, args = m.group("indent"), m.group("kind"), _args(m.group("args"))
         topic = args["topic"]
+        if topic not in known:
+            raise DirectiveError(f"unknown topic {topic!r} (kernels/bench knows {sorted(known)})")
         if topic not in data.get("topics", {}):
             text = MISSING[lang].format(file=rel_file)
         elif kind == "table":
+            check_table(data, topic, args)
             where = dict(w.split(":", 1) for w in args.get("where", "").split(",") if w)
             text = results.render_table(data, topic, args["columns"].split(","), lang, where, args.get("order"))
         elif kind == "stamp":
@@ -67,7 +118,7 @@ def render(markdown: str, src_uri: str, lang: str, gpu: str) -> str:
         else:
             svg = f"{args.get('plot', topic)}-{data['topics'][topic]['env']['gpu_slug']}.svg"
             if not (results.RESULTS_DIR / svg).exists():
-                text = MISSING[lang].format(file=f"docs/assets/results/{svg}")
+                raise DirectiveError(f"plot {svg} is missing (make bench, or --plots-only, draws it)")
             else:
                 here = posixpath.dirname(src_uri)
                 rel = posixpath.relpath(f"assets/results/{svg}", here or ".")
@@ -78,5 +129,10 @@ def render(markdown: str, src_uri: str, lang: str, gpu: str) -> str:
 
 
 def on_page_markdown(markdown, page, config, files):
+    from mkdocs.exceptions import PluginError
+
     gpu = config.get("extra", {}).get("results_gpu", "nvidia-h200")
-    return render(markdown, page.file.src_uri, _lang(page), gpu)
+    try:
+        return render(markdown, page.file.src_uri, _lang(page), gpu)
+    except DirectiveError as e:
+        raise PluginError(str(e)) from None

@@ -45,7 +45,8 @@ def main(argv=None) -> int:
         recs = TOPICS[name].measure(quick=args.quick)
         print(f"[bench] {name}: {len(recs)} records in {time.perf_counter() - t0:.1f} s", flush=True)
         records += recs
-    data = results.merge(data, env, records)
+    sources = {name: results.topic_sources(TOPICS[name].__file__) for name in args.topics}
+    data = results.merge(data, env, records, sources)
     results.save(path, data)
     plots = []
     for name in args.topics:

@@ -27,10 +27,8 @@ def copy_ceiling_record(topic: str, variant: str = "ceiling") -> tuple[dict, dic
     if not c["exact"]:
         raise RuntimeError("the device-to-device copy did not reproduce its source")
     n = c["nbytes"] // 4
-    rid = results.record_id(topic, "cuda_memcpy", variant, [n], "float32")
-    return {"id": rid, "topic": topic, "impl": "cuda_memcpy", "variant": variant, "shape": [n],
-            "dtype": "float32", "ms": c["ms"], "gbps": c["gbps"], "ref": rid, "ratio": 1.0,
-            "rel_err": 0.0, "bytes": 2 * c["nbytes"]}, c
+    return results.record(topic, "cuda_memcpy", variant, [n], "float32", ms=c["ms"], gbps=c["gbps"],
+                          ratio=1.0, rel_err=c["rel_err"], bytes=2 * c["nbytes"]), c
 
 
 def measure(quick: bool = False) -> list[dict]:
@@ -61,11 +59,9 @@ def measure(quick: bool = False) -> list[dict]:
         t = harness.sgemm_ceiling(size)
         e = harness.measure_energy(lambda: cp.matmul(a, b, out=out))
         gflop = 2 * size**3 / 1e9
-        rid = results.record_id(TOPIC, "cublas", "sgemm", [size, size, size], "float32")
-        records.append({"id": rid, "topic": TOPIC, "impl": "cublas", "variant": "sgemm",
-                        "shape": [size, size, size], "dtype": "float32", "ms": t["ms"],
-                        "tflops": t["tflops"], "ref": rid, "ratio": 1.0, "rel_err": err,
-                        **harness.energy_fields(e, gflop=gflop)})
+        records.append(results.record(TOPIC, "cublas", "sgemm", [size, size, size], "float32", ms=t["ms"],
+                                      tflops=t["tflops"], ratio=1.0, rel_err=err,
+                                      **harness.energy_fields(e, gflop=gflop)))
         del a, b, out
         cp.get_default_memory_pool().free_all_blocks()
     return records

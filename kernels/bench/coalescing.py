@@ -59,13 +59,12 @@ def measure(quick: bool = False) -> list[dict]:
     seconds = 1.0 if quick else 2.0
 
     def add(impl, variant, shape, launch, sets, check, useful_bytes, energy, **extra):
-        check()
+        err = check()  # the output of one launch against its reference
         t = harness.time_gpu(launch, sets, samples=10 if quick else 30)
         gbps = useful_bytes / (t["ms"] * 1e-3) / 1e9
-        rec = {"id": results.record_id(TOPIC, impl, variant, shape, "float32"), "topic": TOPIC,
-               "impl": impl, "variant": variant, "shape": shape, "dtype": "float32", "ms": t["ms"],
-               "ms_min": t["ms_min"], "gbps": gbps, "ref": ceiling["id"], "ratio": gbps / ceiling["gbps"],
-               "rel_err": 0.0, "useful_bytes": useful_bytes, **extra}
+        rec = results.record(TOPIC, impl, variant, shape, "float32", ms=t["ms"], ms_min=t["ms_min"],
+                             gbps=gbps, ref=ceiling["id"], ratio=gbps / ceiling["gbps"], rel_err=err,
+                             useful_bytes=useful_bytes, **extra)
         if energy:
             e = harness.measure_energy(launch, sets, min_seconds=seconds)
             rec.update(harness.energy_fields(e, nbytes=useful_bytes))
@@ -93,6 +92,7 @@ def measure(quick: bool = False) -> list[dict]:
                     cp.cuda.Device().synchronize()
                     if not bool(cp.array_equal(o0, want)):
                         raise RuntimeError(f"{kind} {v}: wrong copy")
+                    return harness.rel_err(o0, want)
                 return run
 
             extra = ({"kind": kind, "stride": v, "sector_model": sector_model(v),
@@ -129,6 +129,7 @@ def measure(quick: bool = False) -> list[dict]:
                     err = harness.rel_err(o0, want)
                     if not err <= 1e-6:
                         raise RuntimeError(f"{op} {layout}: rel_err {err}")
+                    return err
                 return run
 
             add("cupy", f"{op}_{layout}", [n, 3], lambda p, o, *_, f=cupy_fn: f(p, layout, o), sets,

@@ -39,11 +39,9 @@ def measure(quick: bool = False) -> list[dict]:
             if not err < 1e-5:
                 raise RuntimeError(f"{kind} split={split}: rel_err {err}")
             t = harness.time_gpu(lambda k=kind, s=split: dv.branch_cupy(x, out, split=s, iters=ITERS, kind=k))
-            records.append({
-                "id": results.record_id(TOPIC, "cupy", f"{kind}/split{split}", [N, ITERS], "float32"),
-                "topic": TOPIC, "impl": "cupy", "variant": f"{kind}/split{split}", "kernel": kind,
-                "split": split, "shape": [N, ITERS], "dtype": "float32", "ms": t["ms"],
-                "tflops": 2 * N * ITERS / (t["ms"] * 1e-3) / 1e12, "ref": ref_id, "rel_err": err})
+            records.append(results.record(
+                TOPIC, "cupy", f"{kind}/split{split}", [N, ITERS], "float32", ms=t["ms"], ref=ref_id,
+                rel_err=err, kernel=kind, split=split, tflops=2 * N * ITERS / (t["ms"] * 1e-3) / 1e12))
     # The source's example, in place: 31 of 32 lanes above the threshold, or
     # all of them. Rotate among 32 buffers (512 MiB, > L2) so that each sees
     # few enough calls that its values stay finite and normal (x2 or /2 per call).
@@ -60,12 +58,10 @@ def measure(quick: bool = False) -> list[dict]:
             calls = t["samples"] * t["batch"] + 10
             if calls / len(bufs) > 100:  # 200 * 2**100 overflows float32 past ~2**120
                 raise RuntimeError(f"{calls} calls over {len(bufs)} buffers: values would overflow")
-            records.append({
-                "id": results.record_id(TOPIC, "cupy", f"{kind}/{name}", [N], "float32"),
-                "topic": TOPIC, "impl": "cupy", "variant": f"{kind}/{name}", "kernel": kind,
-                "shape": [N], "dtype": "float32", "ms": t["ms"], "gbps": 8 * N / (t["ms"] * 1e-3) / 1e9,
-                "ref": results.record_id(TOPIC, "cupy", "seed_if_else/all_above", [N], "float32"),
-                "rel_err": err})
+            records.append(results.record(
+                TOPIC, "cupy", f"{kind}/{name}", [N], "float32", ms=t["ms"],
+                ref=results.record_id(TOPIC, "cupy", "seed_if_else/all_above", [N], "float32"),
+                rel_err=err, kernel=kind, gbps=8 * N / (t["ms"] * 1e-3) / 1e9))
             del bufs
     by_id = {r["id"]: r for r in records}
     for r in records:

@@ -71,11 +71,11 @@ def measure(quick: bool = False) -> list[dict]:
         if (impl, variant) == ("cupy", "naive"):
             base = {"id": rid, "ms": t["ms"], "energy": j_per_gflop}
         tflops = gflop / t["ms"]
-        records.append({
-            "id": rid, "topic": TOPIC, "impl": impl, "variant": variant, "shape": [n, n], "dtype": "float32",
-            "ms": t["ms"], "ms_min": t["ms_min"], "tflops": tflops, "gbps": 8 * n * n / (t["ms"] * 1e-3) / 1e9,
-            "ref": base["id"], "ratio": base["ms"] / t["ms"], "rel_err": err, "step": st.STEP[variant],
-            "energy_ratio_to_naive": j_per_gflop / base["energy"], **energy, **extra})
+        records.append(results.record(
+            TOPIC, impl, variant, [n, n], "float32", ms=t["ms"], ref=base["id"], rel_err=err,
+            ms_min=t["ms_min"], tflops=tflops, gbps=8 * n * n / (t["ms"] * 1e-3) / 1e9,
+            ratio=base["ms"] / t["ms"], step=st.STEP[variant],
+            energy_ratio_to_naive=j_per_gflop / base["energy"], **energy, **extra))
     return records
 
 

@@ -51,9 +51,9 @@ def _variant_of(streams: int) -> str:
 
 
 def _record(impl, variant, n, ms, gbps, ref_variant, rel_err, **extra) -> dict:
-    return {"id": results.record_id(TOPIC, impl, variant, [n], "float32"), "topic": TOPIC, "impl": impl,
-            "variant": variant, "shape": [n], "dtype": "float32", "ms": ms, "gbps": gbps,
-            "ref": results.record_id(TOPIC, impl, ref_variant, [n], "float32"), "rel_err": rel_err, **extra}
+    return results.record(TOPIC, impl, variant, [n], "float32", ms=ms, gbps=gbps,
+                          ref=results.record_id(TOPIC, impl, ref_variant, [n], "float32"), rel_err=rel_err,
+                          **extra)
 
 
 def _energy(fn, quick: bool) -> dict:
@@ -136,7 +136,7 @@ def _copies_of(nbytes: int, max_seconds: float) -> list[dict]:
                 if not np.array_equal(got, x):  # copies are exact, bit for bit
                     raise RuntimeError(f"{impl} {variant} {nbytes} B: the copy is not exact")
                 records.append(_record(impl, variant, n, t["ms"], nbytes / (t["ms"] * 1e-3) / 1e9,
-                                       f"{direction}_pinned", 0.0, ms_min=t["ms_min"], bytes=nbytes,
+                                       f"{direction}_pinned", harness.rel_err(got, x), ms_min=t["ms_min"], bytes=nbytes,
                                        samples=t["samples"], batch=t["batch"]))
     return records
 

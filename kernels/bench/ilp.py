@@ -47,28 +47,26 @@ def measure(quick: bool = False) -> list[dict]:
                 raise RuntimeError(f"{name}: rel_err {err}")
             t = harness.time_gpu(lambda k=name: ilp.fma_chains_cupy(x, out, kernel=k, iters=ITERS, threads=threads),
                                  samples=20)
-            records.append({
-                "id": results.record_id(TOPIC, "cupy", f"{name}/{cfg}", [n, ITERS], "float32"),
-                "topic": TOPIC, "impl": "cupy", "variant": f"{name}/{cfg}", "kernel": name, "config": cfg,
-                "chains": chains, "shape": [n, ITERS], "dtype": "float32", "ms": t["ms"],
-                "tflops": 2 * n * ITERS / (t["ms"] * 1e-3) / 1e12, "ref": ref_id, "rel_err": err,
-                **ilp.resources(name)})
+            records.append(results.record(
+                TOPIC, "cupy", f"{name}/{cfg}", [n, ITERS], "float32", ms=t["ms"], ref=ref_id, rel_err=err,
+                kernel=name, config=cfg, chains=chains, tflops=2 * n * ITERS / (t["ms"] * 1e-3) / 1e12,
+                **ilp.resources(name)))
     n = sms * 2048
     xi = cp.random.default_rng(2).integers(0, 2**31, n, dtype=cp.uint32)
     outi = cp.empty_like(xi)
     int_ref = results.record_id(TOPIC, "cupy", "int_div_mod", [n, INT_ITERS], "uint32")
     for name in ilp.INT_KERNELS:
         ilp.int_cupy(xi[:4096], outi[:4096], kernel=name, divisor_log2=5, iters=64)
-        exact = bool(np.array_equal(cp.asnumpy(outi[:4096]), ilp.int_reference(cp.asnumpy(xi[:4096]), 5, 64)))
+        want = ilp.int_reference(cp.asnumpy(xi[:4096]), 5, 64)
+        exact = bool(np.array_equal(cp.asnumpy(outi[:4096]), want))
+        err = harness.rel_err(cp.asnumpy(outi[:4096]), want)  # integers: 0.0 when exact
         if not exact:
             raise RuntimeError(f"{name}: wrong result")
         t = harness.time_gpu(lambda k=name: ilp.int_cupy(xi, outi, kernel=k, divisor_log2=5, iters=INT_ITERS),
                              samples=20)
-        records.append({
-            "id": results.record_id(TOPIC, "cupy", name, [n, INT_ITERS], "uint32"), "topic": TOPIC,
-            "impl": "cupy", "variant": name, "kernel": name, "shape": [n, INT_ITERS], "dtype": "uint32",
-            "ms": t["ms"], "gops": n * INT_ITERS / (t["ms"] * 1e-3) / 1e9, "ref": int_ref, "rel_err": 0.0,
-            **ilp.resources(name)})
+        records.append(results.record(
+            TOPIC, "cupy", name, [n, INT_ITERS], "uint32", ms=t["ms"], ref=int_ref, rel_err=err, kernel=name,
+            gops=n * INT_ITERS / (t["ms"] * 1e-3) / 1e9, **ilp.resources(name)))
     by_id = {r["id"]: r for r in records}
     for r in records:
         unit = "tflops" if "tflops" in r else "gops"

@@ -22,6 +22,8 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+import numpy as np
+
 from .. import results
 from . import plotting
 
@@ -37,20 +39,40 @@ NAMED = {  # variant: (footprint bytes, l2_only, warm walk first)
 }
 
 
-def _median_run(fn, repeats: int) -> dict:
+def chain_end(nodes: int, seed: int, steps: int) -> int:
+    """The node a chase from node 0 reaches after `steps` loads, for the
+    cycle kernels.memory.random_cycle(nodes, seed) builds: succ[order[i]] =
+    order[i + 1], so `steps` loads move `steps` places along `order`."""
+    order = np.random.default_rng(seed).permutation(nodes)
+    pos = np.empty(nodes, dtype=np.int64)
+    pos[order] = np.arange(nodes)
+    return int(order[(pos[0] + steps) % nodes])
+
+
+def default_warm(nodes: int, warm: bool) -> int:
+    """The untimed steps kernels.memory.latency_global takes (warm=None: one
+    walk of the chain if it has at most 2^19 nodes)."""
+    return (nodes if nodes <= 1 << 19 else 0) if warm else 0
+
+
+def _median_run(fn, repeats: int, want_end) -> dict:
+    """Median over seeds; each run's chase must end where its chain says
+    (a chase that skipped or repeated a load would end elsewhere)."""
     runs = [fn(seed) for seed in range(repeats)]
+    for seed, r in enumerate(runs):
+        if r["end"] != want_end(r, seed):
+            raise RuntimeError(f"chase ended at {r['end']}, the chain says {want_end(r, seed)}")
     return {"cycles": statistics.median(r["cycles"] for r in runs) if "cycles" in runs[0] else None,
             "ns": statistics.median(r["ns"] for r in runs)}
 
 
 def _record(impl: str, variant: str, nbytes: int, lat: dict, ref_id: str | None, ref_ns: float | None,
             **extra) -> dict:
-    rid = results.record_id(TOPIC, impl, variant, [nbytes], "uint64")
     gops = 1.0 / lat["ns"]  # dependent loads per nanosecond = G loads/s
-    rec = {"id": rid, "topic": TOPIC, "impl": impl, "variant": variant, "shape": [nbytes],
-           "dtype": "uint64", "ms": lat["ns"] * 1e-6, "gops": gops, "ref": ref_id or rid,
-           "ratio": (ref_ns / lat["ns"]) if ref_ns else 1.0, "rel_err": 0.0,
-           "ns": lat["ns"], "footprint_bytes": nbytes, "stride": STRIDE, **extra}
+    rec = results.record(TOPIC, impl, variant, [nbytes], "uint64", ms=lat["ns"] * 1e-6, gops=gops,
+                         ref=ref_id, ratio=(ref_ns / lat["ns"]) if ref_ns else 1.0,
+                         no_rel_err="pointer_chase", ns=lat["ns"], footprint_bytes=nbytes,
+                         stride=STRIDE, **extra)
     if lat.get("cycles") is not None:
         rec.update(cycles=lat["cycles"], clock_ghz=lat["cycles"] / lat["ns"])
     return rec
@@ -60,22 +82,28 @@ def measure(quick: bool = False) -> list[dict]:
     from .. import memory
 
     repeats = 2 if quick else REPEATS
-    shared = _median_run(lambda s: memory.latency_shared(steps=4096, seed=s), repeats)
+    shared = _median_run(lambda s: memory.latency_shared(steps=4096, seed=s), repeats,
+                         lambda r, s: 4 * chain_end(r["nodes"], s, r["nodes"] + r["steps"]))
     ref = _record("cupy", "shared", memory.CHASE_SHARED_MAX * 4, shared, None, None)
     ref["stride"] = 4
     records = [ref]
     for variant, (nbytes, l2_only, warm) in NAMED.items():
         lat = _median_run(lambda s: memory.latency_global(nbytes, stride=STRIDE, steps=4096,
                                                           warm=None if warm else 0, l2_only=l2_only,
-                                                          seed=s), repeats)
+                                                          seed=s), repeats,
+                           lambda r, s, w=warm: STRIDE * chain_end(r["nodes"], s, default_warm(r["nodes"], w)
+                                                                   + r["steps"]))
         records.append(_record("cupy", variant, nbytes, lat, ref["id"], shared["ns"], l2_only=l2_only))
     for nbytes in (QUICK_FOOTPRINTS if quick else FOOTPRINTS):
-        lat = _median_run(lambda s: memory.latency_global(nbytes, stride=STRIDE, steps=4096, seed=s), repeats)
+        lat = _median_run(lambda s: memory.latency_global(nbytes, stride=STRIDE, steps=4096, seed=s), repeats,
+                          lambda r, s: STRIDE * chain_end(r["nodes"], s, default_warm(r["nodes"], True)
+                                                          + r["steps"]))
         records.append(_record("cupy", "footprint", nbytes, lat, ref["id"], shared["ns"], l2_only=False))
     for variant in ("l1", "hbm"):
         nbytes = NAMED[variant][0]
         lat = _median_run(lambda s: memory.latency_global_numba(nbytes, steps=1 << 14, stride=STRIDE,
-                                                                seed=s), repeats)
+                                                                seed=s), repeats,
+                          lambda r, s: (STRIDE // 4) * chain_end(r["nodes"], s, r["steps"]))
         records.append(_record("numba", variant, nbytes, lat, ref["id"], shared["ns"]))
     return records
 

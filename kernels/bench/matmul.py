@@ -99,10 +99,8 @@ def measure(quick: bool = False) -> list[dict]:
             if not err < 1e-5:
                 raise RuntimeError(f"{impl} {variant} {n}: rel_err {err}")
             t = harness.time_gpu(fn, arg_sets, warmup=2, samples=20, max_seconds=_max_seconds(quick))
-            rec = {"id": results.record_id(TOPIC, impl, variant, shape, "float32"), "topic": TOPIC,
-                   "impl": impl, "variant": variant, "shape": shape, "dtype": "float32", "ms": t["ms"],
-                   "tflops": 2 * n**3 / (t["ms"] * 1e-3) / 1e12, "ref": ref_id, "rel_err": err,
-                   "samples": t["samples"]}
+            rec = results.record(TOPIC, impl, variant, shape, "float32", ms=t["ms"], ref=ref_id, rel_err=err,
+                                 tflops=2 * n**3 / (t["ms"] * 1e-3) / 1e12, samples=t["samples"])
             if energy:
                 e = harness.measure_energy(fn, arg_sets, min_seconds=0.5 if quick else 2.0)
                 rec.update(harness.energy_fields(e, gflop=gflop))

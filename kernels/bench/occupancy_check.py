@@ -1,6 +1,6 @@
 """Topic `occupancy_check`: the occupancy calculator (kernels/occupancy.py)
 against the driver (cudaOccupancyMaxActiveBlocksPerMultiprocessor) for
-every CuPy kernel of the project, at 64, 256 and 1024 threads per block
+every CuPy kernel of the project, at 64, 128, 256 and 1024 threads per block
 (where the kernel allows them) and 0 or 16 KB of dynamic shared memory.
 
 A record per case: calc_blocks_per_sm, driver_blocks_per_sm, the binding
@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import results
 
 TOPIC = "occupancy_check"
-THREADS = (64, 256, 1024)
+THREADS = (64, 128, 256, 1024)  # 128: the block of the tuned matmul kernels
 DYNAMIC = (0, 16 << 10)
 
 
@@ -37,12 +37,11 @@ def measure(quick: bool = False) -> list[dict]:
                     continue
                 o = occ.kernel_occupancy(kern, threads, dyn, limits)
                 drv = occ.driver_blocks_per_sm(kern, threads, dyn)
-                rid = results.record_id(TOPIC, "cupy", name, [threads, dyn], "n/a")
-                records.append({
-                    "id": rid, "topic": TOPIC, "impl": "cupy", "variant": name, "shape": [threads, dyn],
-                    "dtype": "n/a", "ms": None, "check": True, "ref": rid,
-                    "ratio": 1.0 if o.blocks_per_sm == drv == 0 else o.blocks_per_sm / max(drv, 1),
-                    "rel_err": abs(o.blocks_per_sm - drv) / max(drv, 1),
+                records.append(results.record(
+                    TOPIC, "cupy", name, [threads, dyn], "n/a", ms=None, check=True,
+                    ratio=1.0 if o.blocks_per_sm == drv == 0 else o.blocks_per_sm / max(drv, 1),
+                    rel_err=abs(o.blocks_per_sm - drv) / max(drv, 1)))
+                records[-1].update({
                     "threads": threads, "dynamic_smem": dyn, "regs": a["regs"], "smem_bytes": a["smem_bytes"],
                     "calc_blocks_per_sm": o.blocks_per_sm, "driver_blocks_per_sm": drv,
                     "occupancy": o.occupancy, "binding": " + ".join(o.binding),

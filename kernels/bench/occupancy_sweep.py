@@ -69,20 +69,19 @@ def measure(quick: bool = False) -> list[dict]:
     records = []
 
     def record(kind, sweep, variant, kern, threads, dyn, launch, check, work, unit, ref, shape, **extra):
-        check()
+        err = check()  # one launch's output against its reference
         blocks = occ.driver_blocks_per_sm(kern, threads, dyn)
         t = harness.time_gpu(launch, samples=10 if quick else 20, max_seconds=1.0)
         e = harness.measure_energy(launch, min_seconds=seconds)
         rate = work / (t["ms"] * 1e-3) / (1e9 if unit == "gbps" else 1e12)
         a = occ.kernel_attributes(kern)
-        rec = {"id": results.record_id(TOPIC, "cupy", variant, shape, "float32"), "topic": TOPIC,
-               "impl": "cupy", "variant": variant, "shape": shape, "dtype": "float32", "ms": t["ms"],
-               unit: rate, "ref": ref["id"], "ratio": rate / ref[unit], "rel_err": 0.0,
-               "kind": kind, "sweep": sweep, "threads": threads, "dynamic_smem": dyn,
-               "blocks_per_sm": blocks, "occupancy": blocks * -(-threads // 32) / limits.max_warps_per_sm,
-               "regs": a["regs"], "smem_bytes": a["smem_bytes"], "local_bytes": a["local_bytes"], **extra,
-               **(harness.energy_fields(e, nbytes=work) if unit == "gbps" else
-                  harness.energy_fields(e, gflop=work / 1e9))}
+        rec = results.record(TOPIC, "cupy", variant, shape, "float32", ms=t["ms"], ref=ref["id"],
+                             ratio=rate / ref[unit], rel_err=err, **{unit: rate})
+        rec.update({"kind": kind, "sweep": sweep, "threads": threads, "dynamic_smem": dyn,
+                    "blocks_per_sm": blocks, "occupancy": blocks * -(-threads // 32) / limits.max_warps_per_sm,
+                    "regs": a["regs"], "smem_bytes": a["smem_bytes"], "local_bytes": a["local_bytes"], **extra,
+                    **(harness.energy_fields(e, nbytes=work) if unit == "gbps" else
+                       harness.energy_fields(e, gflop=work / 1e9))})
         records.append(rec)
 
     # --- memory-bound: vector add, grid-stride ------------------------------
@@ -108,6 +107,7 @@ def measure(quick: bool = False) -> list[dict]:
             launch()
             if not bool(cp.array_equal(o, want)):
                 raise RuntimeError(f"vector add {sweep} {threads} {dyn}: wrong result")
+            return harness.rel_err(o, want)
         name = f"vector_add/{sweep}_{threads}t" + (f"_{dyn}B" if dyn else "")
         record("memory", sweep, name, kern, threads, dyn, launch, check, 12 * n, "gbps", ceiling, [n, threads, dyn])
 
@@ -127,9 +127,13 @@ def measure(quick: bool = False) -> list[dict]:
     C = cp.empty((size, size), dtype=cp.float32)
     ref64 = cp.matmul(A.astype(cp.float64), B.astype(cp.float64))
     t = harness.sgemm_ceiling(size)
-    rid = results.record_id(TOPIC, "cublas", "sgemm", [size] * 3, "float32")
-    cublas = {"id": rid, "topic": TOPIC, "impl": "cublas", "variant": "sgemm", "shape": [size] * 3,
-              "dtype": "float32", "ms": t["ms"], "tflops": t["tflops"], "ref": rid, "ratio": 1.0, "rel_err": 0.0}
+    C.fill(cp.nan)
+    cp.matmul(A, B, out=C)  # the reference is checked too: FP32 (TF32 off) against float64
+    err = harness.rel_err(C, ref64)
+    if not err < 1e-5:
+        raise RuntimeError(f"cuBLAS SGEMM {size}: rel_err {err} (TF32 on?)")
+    cublas = results.record(TOPIC, "cublas", "sgemm", [size] * 3, "float32", ms=t["ms"], tflops=t["tflops"],
+                            ratio=1.0, rel_err=err)
     records.append(cublas)
     M = N = K = size
     args = (A, B, C, np.int32(M), np.int32(N), np.int32(K))
@@ -145,6 +149,7 @@ def measure(quick: bool = False) -> list[dict]:
             err = harness.rel_err(C, ref64)
             if not err < 1e-5:
                 raise RuntimeError(f"{variant}: rel_err {err}")
+            return err
         nthreads = int(np.prod(threads))
         record("compute", sweep, variant, kern, nthreads, dyn, launch, check, flops, "tflops", cublas,
                [size, nthreads, dyn], **extra)

@@ -39,10 +39,8 @@ def measure(quick: bool = False) -> list[dict]:
             raise RuntimeError(f"{impl} {variant}: rel_err {err}")
         t = harness.time_gpu(fn, samples=20)
         gbps = 4 * n / (t["ms"] * 1e-3) / 1e9
-        rec = {"id": results.record_id(TOPIC, impl, variant, [n], "float32"), "topic": TOPIC,
-               "impl": impl, "variant": variant, "shape": [n], "dtype": "float32", "ms": t["ms"],
-               "gbps": gbps, "ref": ceil_id, "ratio": gbps / ceiling["gbps"], "rel_err": err,
-               "bytes": 4 * n}
+        rec = results.record(TOPIC, impl, variant, [n], "float32", ms=t["ms"], gbps=gbps, ref=ceil_id,
+                             ratio=gbps / ceiling["gbps"], rel_err=err, bytes=4 * n)
         if not quick and (variant == "single_pass" or impl == "cub"):
             e = harness.measure_energy(fn)
             rec.update(harness.energy_fields(e, nbytes=4 * n))

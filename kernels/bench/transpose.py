@@ -99,15 +99,15 @@ def measure(quick: bool = False) -> list[dict]:
         got, want = (out_t0, x0.T) if entry["transpose"] else (out_c0, x0)
         got.fill(cp.nan)  # poison: an element left unwritten is NaN and fails
         launch(*sets[0])
+        err = harness.rel_err(got, want)  # NaN where an element was left unwritten
         if not bool(cp.array_equal(got, want)):  # a transpose is exact
             raise RuntimeError(f"{impl} {variant} {rows}x{cols}: output differs from "
                                f"{'x.T' if entry['transpose'] else 'x'}")
         t = harness.time_gpu(launch, sets)
         gbps = nbytes / (t["ms"] * 1e-3) / 1e9
-        rec = {"id": results.record_id(TOPIC, impl, variant, shape, "float32"), "topic": TOPIC,
-               "impl": impl, "variant": variant, "shape": shape, "dtype": "float32", "ms": t["ms"],
-               "ms_min": t["ms_min"], "gbps": gbps, "ref": ceil_id, "ratio": gbps / ceiling["gbps"],
-               "rel_err": 0.0, "bytes": nbytes, **extra}
+        rec = results.record(TOPIC, impl, variant, shape, "float32", ms=t["ms"], ms_min=t["ms_min"],
+                             gbps=gbps, ref=ceil_id, ratio=gbps / ceiling["gbps"], rel_err=err,
+                             bytes=nbytes, **extra)
         if energy:
             e = harness.measure_energy(launch, sets, min_seconds=2.0)
             rec.update(harness.energy_fields(e, nbytes=nbytes))

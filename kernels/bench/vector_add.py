@@ -86,13 +86,9 @@ def measure(quick: bool = False) -> list[dict]:
                 raise RuntimeError(f"{impl} {variant} n={n}: rel_err {err}")
             t = harness.time_gpu(launch, sets)
             gbps = 12 * n / (t["ms"] * 1e-3) / 1e9
-            rec = {
-                "id": results.record_id(TOPIC, impl, variant, [n], "float32"),
-                "topic": TOPIC, "impl": impl, "variant": variant, "shape": [n],
-                "dtype": "float32", "ms": t["ms"], "ms_min": t["ms_min"], "gbps": gbps,
-                "ref": ceil_id, "ratio": gbps / ceiling["gbps"], "rel_err": err,
-                "bytes": 12 * n, "threads": THREADS,
-            }
+            rec = results.record(TOPIC, impl, variant, [n], "float32", ms=t["ms"], ms_min=t["ms_min"],
+                                 gbps=gbps, ref=ceil_id, ratio=gbps / ceiling["gbps"], rel_err=err,
+                                 bytes=12 * n, threads=THREADS)
             if tuning:
                 rec["tuning"] = True
             if n == sizes[-1]:
@@ -109,19 +105,16 @@ def measure(quick: bool = False) -> list[dict]:
         copy(*sets[0])
         if not bool(cp.array_equal(o0, a0)):
             raise RuntimeError(f"memcpy n={n} did not reproduce its source")
-        err = 0.0
+        err = harness.rel_err(o0, a0)
         t = harness.time_gpu(copy, sets)
         gbps = 8 * n / (t["ms"] * 1e-3) / 1e9
         energy = {}
         if n == sizes[-1]:
             e = harness.measure_energy(copy, sets)
             energy = harness.energy_fields(e, nbytes=8 * n)
-        records.append({**energy, 
-            "id": results.record_id(TOPIC, "cuda_memcpy", "same_size", [n], "float32"),
-            "topic": TOPIC, "impl": "cuda_memcpy", "variant": "same_size", "shape": [n],
-            "dtype": "float32", "ms": t["ms"], "ms_min": t["ms_min"], "gbps": gbps,
-            "ref": ceil_id, "ratio": gbps / ceiling["gbps"], "rel_err": err, "bytes": 8 * n,
-        })
+        records.append(results.record(TOPIC, "cuda_memcpy", "same_size", [n], "float32", ms=t["ms"],
+                                      ms_min=t["ms_min"], gbps=gbps, ref=ceil_id, ratio=gbps / ceiling["gbps"],
+                                      rel_err=err, bytes=8 * n, **energy))
         del sets
         cp.get_default_memory_pool().free_all_blocks()
     return records

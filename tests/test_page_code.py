@@ -1,0 +1,298 @@
+"""The code on the pages: complete, exercised, checked.
+
+Each page's python blocks (includes expanded, `cont` blocks joined, exactly
+as pytest-codeblocks runs them) are checked statically and by planted faults:
+
+- the zh and en twins hold the same blocks, so only the zh page's blocks are
+  run (conftest.py) and both languages are covered by that one run;
+- pyflakes finds no undefined name in any block: what a reader copies is
+  complete; no block imports this repository's `kernels` package or uses a
+  private (`_name`) helper;
+- every function a block defines is used in that block;
+- for every function of every embedded section, a `raise` at the top of its
+  body and a wrong-result mutation (tests/mutants.py) make the blocks that
+  hold it fail. Numba and other CPU blocks: in this process (the simulator
+  without a GPU). CUDA C sections (```cuda fences): the .cu file is mutated
+  in a copy of the tree and the page's GPU blocks that load it must fail;
+  GPU blocks run in a separate process (tests/fault_driver.py), since a
+  planted fault may leave a CUDA context unusable.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import mutants as M
+from tests import pages as P
+
+ZH = [p for p in P.pages() if not p.name.endswith(".en.md")]
+ids = lambda p: str(p.relative_to(P.DOCS))  # noqa: E731
+
+
+def blocks(page: Path, replace=None) -> list:
+    from pytest_codeblocks import extract_from_buffer
+
+    try:
+        text = P.expand(page.read_text(), replace=replace)
+    except P.SnippetError:
+        return []  # tests/test_pages.py::test_includes_resolve reports it
+    return [b for b in extract_from_buffer(io.StringIO(text)) if b.syntax in P.EXECUTED]
+
+
+def is_gpu(block) -> bool:
+    return any("gpu" in m for m in block.marks)
+
+
+def python_blocks(page: Path) -> list:
+    return [b for b in blocks(page) if b.syntax == "python"]
+
+
+# ---------------------------------------------------------------- twins --
+
+@pytest.mark.parametrize("zh", ZH, ids=ids)
+def test_twins_run_the_same_code(zh):
+    """Only the zh page's blocks are run; the en page must hold the same ones."""
+    a = [(b.syntax, b.code, b.marks) for b in blocks(zh)]
+    b = [(b.syntax, b.code, b.marks) for b in blocks(P.twin(zh))]
+    assert a == b, f"{zh.name} and {P.twin(zh).name} run different code"
+
+
+# --------------------------------------------------------------- static --
+
+def block_params():
+    out = []
+    for page in ZH:
+        for b in python_blocks(page):
+            out.append(pytest.param(page, b, id=f"{ids(page)}:{b.lineno}"))
+    return out
+
+
+@pytest.mark.parametrize("page,block", block_params())
+def test_block_has_no_undefined_name(page, block):
+    from pyflakes import api, messages
+    from pyflakes.reporter import Reporter
+
+    class Collect(Reporter):
+        def __init__(self):
+            super().__init__(io.StringIO(), io.StringIO())
+            self.found = []
+
+        def flake(self, message):
+            if isinstance(message, (messages.UndefinedName, messages.UndefinedLocal,
+                                    messages.UndefinedExport)):
+                self.found.append(str(message))
+
+        def syntaxError(self, filename, msg, lineno, offset, text):
+            self.found.append(f"syntax error line {lineno}: {msg}")
+
+    rep = Collect()
+    api.check(block.code, f"{ids(page)}:{block.lineno}", rep)
+    assert not rep.found, "\n".join(rep.found)
+
+
+@pytest.mark.parametrize("page,block", block_params())
+def test_block_is_self_contained(page, block):
+    """No import of this repository's package, no private helper."""
+    tree = ast.parse(block.code)
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bad += [a.name for a in node.names if a.name.split(".")[0] in ("kernels", "tests")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("kernels", "tests"):
+            bad.append(f"from {node.module}")
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        if name and name.startswith("_") and not name.startswith("__") and name != "_":
+            bad.append(name)
+        if isinstance(node, ast.alias) and node.name.startswith("_") and not node.name.startswith("__"):
+            bad.append(node.name)
+    assert not bad, f"block at line {block.lineno} uses {sorted(set(bad))}"
+
+
+@pytest.mark.parametrize("page,block", block_params())
+def test_every_function_a_block_defines_is_used(page, block):
+    tree = ast.parse(block.code)
+    defined = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    used = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            used.add(node.id)
+    unused = sorted(set(defined) - used)
+    assert not unused, f"block at line {block.lineno} defines {unused} and never calls them"
+
+
+# -------------------------------------------------------- planted faults --
+
+def page_sections(page: Path) -> list[tuple[str, str]]:
+    """(target, fence language) for every section a page embeds."""
+    out = []
+    for f in P.fences(P.split_front_matter(page.read_text())[1]):
+        lang = f.info.split()[0] if f.info else ""
+        for t in f.includes:
+            if (t, lang) not in out:
+                out.append((t, lang))
+    return out
+
+
+UNMUTABLE: list[str] = []
+
+
+def all_mutants():
+    """(page, mutant, lang) for every function of every embedded section."""
+    out = []
+    for page in ZH:
+        for target, lang in page_sections(page):
+            if not target.split(":")[0].endswith((".py", ".cu", ".cuh")) or ":" not in target:
+                continue
+            try:
+                text = "\n".join(P.read_section(target)) + "\n"
+                if lang == "python":
+                    out += [(page, m, "python") for m in M.python_mutants(target, text)]
+                elif lang == "cuda":
+                    file, _, section = target.partition(":")
+                    full = (P.ROOT / file).read_text()
+                    out += [(page, m, "cuda") for m in _file_mutants(file, section, full)]
+            except (ValueError, SyntaxError, P.SnippetError) as e:
+                UNMUTABLE.append(f"{ids(page)}: {target}: {e}")
+    return out
+
+
+def _file_mutants(file: str, section: str, full: str) -> list[M.Mutant]:
+    """CUDA mutants of one section, as whole-file texts (the kernel is
+    compiled from the file, not from the page)."""
+    lines = full.splitlines(keepends=True)
+    start = end = None
+    for i, ln in enumerate(lines):
+        m = P.MARKER.search(ln)
+        if m and m.group("name") == section:
+            if m.group("kind") == "start":
+                start = i + 1
+            else:
+                end = i
+    head, body, tail = "".join(lines[:start]), "".join(lines[start:end]), "".join(lines[end:])
+    return [M.Mutant(m.target, m.function, m.kind, head + m.text + tail, m.what)
+            for m in M.cuda_mutants(f"{file}:{section}", body)]
+
+
+MUTANTS = all_mutants()
+
+
+def _changed_blocks(page: Path, mut: M.Mutant) -> list:
+    before = blocks(page)
+    after = blocks(page, replace=(mut.target, mut.text))
+    return [b for a, b in zip(before, after) if a.code != b.code and b.syntax == "python"]
+
+
+def run_block(code: str) -> None:
+    """As pytest-codeblocks runs a block."""
+    from contextlib import redirect_stdout
+
+    with redirect_stdout(io.StringIO()):
+        exec(code, {"__MODULE__": "__main__", "PlantedFault": M.PlantedFault})
+
+
+def test_every_embedded_function_has_mutants():
+    assert not UNMUTABLE, "\n".join(UNMUTABLE)
+    assert len(MUTANTS) > 100, f"only {len(MUTANTS)} mutants: are the sections found?"
+
+
+def _specs(page: Path, gpu: bool) -> list[dict]:
+    specs = []
+    for pg, mut, lang in MUTANTS:
+        if pg != page or (lang == "cuda" and not gpu):
+            continue
+        if lang == "python" and not any(is_gpu(b) == gpu for b in _changed_blocks(page, mut)):
+            continue
+        specs.append({"id": mut.id, "what": mut.what, "lang": lang, "target": mut.target, "text": mut.text})
+    return specs
+
+
+def run_driver(page: Path, specs: list[dict], blocks: str, tmp_path: Path, env_extra: dict) -> dict:
+    """Run tests/fault_driver.py over `specs`, split among a few processes
+    (each in its own copy of the tree: a CUDA C mutant rewrites its .cu
+    there), restarting a process after a fault that left its CUDA context
+    unusable."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    env = dict(os.environ, **env_extra)
+    env["PYTHONPATH"] = os.pathsep.join([str(P.ROOT)] + [
+        p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    workers = max(1, min(8, (os.cpu_count() or 2) // 2, len(specs)))
+
+    def worker(k: int) -> dict:
+        root = tmp_path / f"w{k}"
+        for name in ("kernels", "examples", "docs"):
+            shutil.copytree(P.ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "notebooks"))
+        todo, results = specs[k::workers], {}
+        while todo:
+            spec = root / "spec.json"
+            spec.write_text(json.dumps({"page": str(page.relative_to(P.ROOT)), "blocks": blocks, "mutants": todo}))
+            proc = subprocess.run([sys.executable, "-m", "tests.fault_driver", str(spec)], cwd=root,
+                                  env=env, capture_output=True, text=True, timeout=1800)
+            done = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+            if not done:
+                raise RuntimeError(f"fault driver made no progress:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+            results.update((d["id"], d) for d in done)
+            todo = [t for t in todo if t["id"] not in results]
+        return results
+
+    results = {}
+    with ThreadPoolExecutor(workers) as pool:
+        for part in pool.map(worker, range(workers)):
+            results.update(part)
+    return results
+
+
+def _survivors(results: dict) -> list[str]:
+    return [f"{r['id']}: {r['what']} (blocks {r['blocks']})" for r in results.values() if not r["failed"]]
+
+
+GPU_PAGES = [p for p in ZH if _specs(p, gpu=True)]
+CPU_PAGES = [p for p in ZH if _specs(p, gpu=False)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("page", GPU_PAGES, ids=ids)
+def test_planted_faults_fail_the_gpu_blocks(page, tmp_path):
+    """Every GPU mutant of the page (code shown in GPU blocks, and every CUDA
+    C function the page shows, mutated in its .cu file) makes the page's
+    GPU blocks fail."""
+    survivors = _survivors(run_driver(page, _specs(page, gpu=True), "gpu", tmp_path, {}))
+    assert not survivors, "planted faults that the GPU blocks did not catch:\n" + "\n".join(survivors)
+
+
+@pytest.mark.parametrize("page", CPU_PAGES, ids=ids)
+def test_planted_faults_fail_the_cpu_blocks(page, tmp_path):
+    """Every mutant of code in the page's CPU blocks makes each block that
+    holds it fail. In Numba's simulator: in this process without a GPU; on a
+    GPU machine in a separate simulator process (a planted fault in a
+    compiled kernel could break this process's CUDA context)."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        results = {}
+        for pg, mut, lang in MUTANTS:
+            if pg != page or lang != "python":
+                continue
+            run = [b for b in _changed_blocks(page, mut) if not is_gpu(b)]
+            if not run:
+                continue  # in GPU blocks only
+            failed = 0
+            for b in run:
+                try:
+                    run_block(b.code)
+                except Exception:
+                    failed += 1
+            results[mut.id] = {"id": mut.id, "what": mut.what, "blocks": [b.lineno for b in run],
+                               "failed": bool(run) and failed == len(run)}
+    else:
+        results = run_driver(page, _specs(page, gpu=False), "cpu", tmp_path,
+                             {"NUMBA_ENABLE_CUDASIM": "1", "HANDBOOK_FORCE_CPU": "1"})
+    survivors = _survivors(results)
+    assert not survivors, "planted faults that the CPU blocks did not catch:\n" + "\n".join(survivors)
