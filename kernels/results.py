@@ -78,23 +78,35 @@ def topic_source_files(bench_module_file: str | Path) -> list[Path]:
 
 def code_hash(name: str, text: str) -> str:
     """sha256 (12 hex digits) of a source's code: comments, docstrings and
-    layout removed (Python through its AST; CUDA C by stripping comments and
-    blank runs)."""
+    layout removed, the same on every Python version (Python: comment and
+    docstring spans found by tokenize and ast, then whitespace runs
+    collapsed; CUDA C: comments stripped, whitespace runs collapsed)."""
     import ast
     import hashlib
+    import io
     import re
+    import tokenize
 
     if name.endswith(".py"):
-        tree = ast.parse(text)
-        for node in ast.walk(tree):
+        lines = text.splitlines(keepends=True)
+        starts = [0]
+        for ln in lines:
+            starts.append(starts[-1] + len(ln))
+        spans = []
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                spans.append((starts[tok.start[0] - 1] + tok.start[1], starts[tok.end[0] - 1] + tok.end[1]))
+        for node in ast.walk(ast.parse(text)):
             body = getattr(node, "body", None)
             if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
                     and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
-                body[:1] = [] if len(body) > 1 else [ast.Pass()]
-        norm = ast.dump(tree, include_attributes=False)
+                d = body[0]
+                spans.append((starts[d.lineno - 1] + d.col_offset, starts[d.end_lineno - 1] + d.end_col_offset))
+        for a, b in sorted(spans, reverse=True):
+            text = text[:a] + " " + text[b:]
+        norm = " ".join(text.split())
     else:
-        norm = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
-        norm = " ".join(norm.split())
+        norm = " ".join(re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S).split())
     return hashlib.sha256(norm.encode()).hexdigest()[:12]
 
 

@@ -336,7 +336,7 @@ def test_memory_page_claims_hold():
     for v in levels:
         assert 1 / 6 - 0.02 < en[v]["idle_power_w"] / en[v]["avg_power_w"] < 1 / 3 + 0.05, v
     env = results.load(results.results_path("nvidia-h200"))["topics"]["energy"]["env"]
-    assert en["hbm"]["avg_power_w"] >= 0.97 * env["power_limit_w"]          # HBM stream at the power limit
+    assert 0.85 * env["power_limit_w"] <= en["hbm"]["avg_power_w"] <= 1.02 * env["power_limit_w"]  # close to the limit
     assert max(en, key=lambda v: en[v]["avg_power_w"]) == "hbm"
     assert en["fma"]["energy_pj_per_op"] / en["shared"]["energy_pj_per_op"] > 0.15  # the FADDs count
     # coalescing
