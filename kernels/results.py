@@ -258,7 +258,8 @@ HEADERS = {
            "stride": "步长", "offset": "偏移", "sectors_per_request": "每个 warp 的扇区数",
            "sector_model": "扇区模型", "calc_blocks_per_sm": "计算器：每 SM 块数",
            "driver_blocks_per_sm": "驱动：每 SM 块数", "binding": "受限于", "dynamic_smem": "动态共享内存 (B)",
-           "threads": "线程数"},
+           "threads": "线程数", "energy_j_per_call": "每次调用能耗 (J)",
+           "energy_j_above_idle": "高出空闲部分 (J)"},
     "en": {"impl": "impl", "variant": "variant", "shape": "shape", "n": "elements", "dtype": "dtype",
            "ms": "time (ms)", "gbps": "bandwidth (GB/s)", "tflops": "TFLOP/s", "ratio": "ratio to ref",
            "ref": "reference", "rel_err": "rel. error", "energy_j_per_gflop": "energy (J/GFLOP)",
@@ -273,7 +274,8 @@ HEADERS = {
            "stride": "stride", "offset": "offset", "sectors_per_request": "sectors per warp",
            "sector_model": "sector model", "calc_blocks_per_sm": "calculator: blocks/SM",
            "driver_blocks_per_sm": "driver: blocks/SM", "binding": "bound by", "dynamic_smem": "dynamic shared (B)",
-           "threads": "threads"},
+           "threads": "threads", "energy_j_per_call": "energy per call (J)",
+           "energy_j_above_idle": "above idle (J)"},
 }
 
 

@@ -7,8 +7,8 @@ dedented); tests/test_pages.py checks that it agrees with pymdownx itself.
 `plant` inserts a line at the top of one included section, so a test can
 prove that the code embedded from that section really runs.
 
-    python -m tests.pages stamp    # after reviewing a translation: record
-                                   # which revision of its twin it matches
+    python -m tests.pages stamp [PAGE ...]  # after reviewing a translation: record
+                                            # which revision of its twin it matches
 """
 
 from __future__ import annotations
@@ -170,9 +170,11 @@ def source_sha(zh_page: Path) -> str:
     return hashlib.sha256(zh_page.read_bytes()).hexdigest()[:12]
 
 
-def stamp() -> None:
-    """Record in each English page the revision of its Chinese twin it matches."""
+def stamp(only: list[str] | None = None) -> None:
+    """Record in each English page (or those named) the revision of its Chinese twin it matches."""
     for en in (p for p in pages() if p.name.endswith(".en.md")):
+        if only and not any(en.name == o or en.name == o.replace(".md", ".en.md") or str(en).endswith(o) for o in only):
+            continue
         text = en.read_text()
         meta, body = split_front_matter(text)
         meta["source_sha"] = source_sha(twin(en))
@@ -184,7 +186,7 @@ def stamp() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["stamp"]:
-        stamp()
+    if sys.argv[1:2] == ["stamp"]:
+        stamp(sys.argv[2:] or None)
     else:
         print(__doc__)

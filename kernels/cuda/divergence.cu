@@ -6,8 +6,9 @@
 
 // --8<-- [start:seed_if_else]
 // The source's example, with a bounds guard: per element, multiply by 2 or
-// divide by 2. Both sides are one instruction: nvcc emits FMUL twice and an
-// FSEL (select) or a predicated move, no branch.
+// divide by 2. Short enough that nvcc (sm_90) emits no branch: the lanes not
+// above the threshold run a predicated FMUL by 0.5, its store and an EXIT;
+// the other lanes then run an FADD (x + x) and their store.
 extern "C" __global__ void seed_if_else(float* data, float threshold, long long n)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -22,8 +23,9 @@ extern "C" __global__ void seed_if_else(float* data, float threshold, long long 
 // --8<-- [end:seed_if_else]
 
 // --8<-- [start:seed_ternary]
-// The source's "fix": the same thing as a ternary. It compiles to the same
-// select; a ternary does not guarantee anything the if/else did not get.
+// The source's "fix": the same thing as a ternary. It compiles to other
+// code, not better code: an FSEL picks the factor (2 or 0.5) and one FMUL
+// applies it. The if/else had no branch either; a ternary guarantees nothing.
 extern "C" __global__ void seed_ternary(float* data, float threshold, long long n)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -57,7 +59,12 @@ extern "C" __global__ void branch_long(const float* __restrict__ x, float* __res
 
 // --8<-- [start:branch_short]
 // The same split with one instruction per path, inside the same loop: the
-// compiler turns the branch into a select, and the split costs nothing.
+// compiler predicates both paths. Every iteration issues path A's FFMA and
+// path B's FFMA, each under its predicate (@P1 / @!P1), plus predicated
+// MOVs that reload their multipliers. No lane branches apart, so the split
+// costs nothing extra; but every warp issues both paths on every iteration,
+// which here costs more than a diverged branch_long running its two loops
+// in turn.
 extern "C" __global__ void branch_short(const float* __restrict__ x, float* __restrict__ out,
                                         long long n, int split, int iters)
 {

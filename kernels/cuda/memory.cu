@@ -156,9 +156,12 @@ extern "C" __global__ void fma_registers(int iters, float a, float b, float* __r
 // --8<-- [start:per_thread]
 // The kernels below move 4 elements per thread, a block's width apart: a
 // warp's loads stay 32 consecutive elements, and each thread issues all 4
-// loads before its first store. One element per thread keeps too few bytes
-// in flight to reach HBM bandwidth at all (Little's law: ~3 MB must be in
-// flight on an H200), and a kernel that misses it hides its access pattern.
+// loads before its first store: four loads in flight per thread. Little's
+// law (bytes in flight = bandwidth x latency) gives the scale HBM asks for;
+// the chapter works it out from the measured copy bandwidth and HBM latency.
+// What the strided copies rely on is measured: at stride 1 this reaches
+// the device copy's bandwidth, so a stride's cost is not hidden by another
+// limit.
 #define PER_THREAD 4
 template <typename Load, typename Store>
 __device__ void per_thread(long long n, Load load, Store store)

@@ -8,8 +8,10 @@
 
 // --8<-- [start:reduce_interleaved_modulo]
 // Step 0: interleaved addressing with a modulo test. Correct, but in the
-// first round only even threads work, then every 4th, ...: every warp has
-// active and idle lanes (divergence) in every round, and `%` is slow.
+// first round only even threads work, then every 4th, ...: while s <= 16
+// every warp has active and idle lanes (divergence); from s = 32 on only
+// lane 0 of every (2 * s / 32)-th warp works and the other warps sit idle.
+// And `%` is slow.
 extern "C" __global__ void reduce_interleaved_modulo(const float* __restrict__ x,
                                                      float* __restrict__ partial,
                                                      long long n)
@@ -118,8 +120,9 @@ __device__ __forceinline__ float warp_reduce_sum(float v)
 
 // --8<-- [start:reduce_warp_shuffle]
 // Step 4: the last warp with shuffles. Rounds with s >= 32 keep the tree in
-// shared memory; the final 64 -> 1 happens in registers inside one warp,
-// without barriers. Still slow: each thread handles only two elements, so
+// shared memory, down to 64 -> 32 (s = 32, the last barrier); the final
+// 32 -> 1 happens in registers inside one warp, with shuffles and without
+// barriers. Still slow: each thread handles only two elements, so
 // the grid has n / (2 * blockDim.x) blocks and most time goes to starting
 // blocks and writing partials.
 extern "C" __global__ void reduce_warp_shuffle(const float* __restrict__ x,

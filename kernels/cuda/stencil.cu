@@ -71,8 +71,10 @@ extern "C" __global__ void conv_coalesced(const float* __restrict__ in, const fl
 // outputs BY rows apart, so its 25 filter taps are loaded once per OUT
 // outputs and the halo costs less per output.
 // Step 4 (CONST_W = true): the filter from __constant__ memory (one
-// broadcast per warp), the taps unrolled into FMAs, no division or modulo
-// left on the global path; warp-wide rows (32 x 8 threads, 4 outputs each).
+// broadcast per warp) instead of 25 global loads per thread; warp-wide rows
+// (32 x 8 threads, 4 outputs each). Every instance, steps 3 and 4 alike,
+// unrolls the 25 taps into FMAs with compile-time offsets into the tile and
+// divides only by compile-time constants.
 __constant__ float c_w[KW * KW];
 
 template <int BX, int BY, int OUT, bool CONST_W>

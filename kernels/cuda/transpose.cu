@@ -126,7 +126,8 @@ __device__ __forceinline__ bool aligned(const void* p)
 // lanes at a time (a 128-byte pass); the lanes of a pass touch either one
 // row (chunks 0, 1, 2, ...) or rows VEC apart at one chunk, and the XOR
 // sends both kinds to 32 / VEC different chunk slots: no bank conflict,
-// and no padding (which would break the 16-byte alignment of float4).
+// and no padding (a one-float pad would break the 16-byte alignment of
+// float4; a four-float pad keeps it but costs shared memory).
 template <int VEC>
 __device__ __forceinline__ int swizzle(unsigned q, unsigned chunk)
 {
@@ -242,8 +243,9 @@ transpose_coarsened_t(const float* __restrict__ in, float* __restrict__ out, int
 // Each thread has 4 loads of 16 bytes in flight (16 elements, 4x step 3);
 // 32 registers and 16 KB of shared memory let 8 blocks of 256 threads fill
 // an SM (full occupancy): up to 128 KB of loads in flight per SM, where
-// Little's law asks ~16 KB (2.1 TB/s of reads / 132 SMs x ~1 us of loaded
-// latency). 16,384 blocks at 8192^2: 15 waves of 1,056.
+// Little's law asks a few KB (2.1 TB/s of reads / 132 SMs x an HBM latency
+// of a few hundred ns, as the memory chapter's pointer chase measures it
+// unloaded; longer under load). 16,384 blocks at 8192^2: 15 waves of 1,056.
 namespace co {
 constexpr int TILE = 64, RY = 16, VEC = 4;
 }

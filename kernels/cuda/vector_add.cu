@@ -11,8 +11,10 @@ extern "C" __global__ void vector_add(const float* __restrict__ a,
                                       long long n)
 {
     // Global index = which block * threads per block + which thread.
-    // Widen before multiplying: blockIdx.x * blockDim.x is 32-bit and
-    // overflows past 2^31 elements.
+    // Widen before multiplying: blockIdx.x * blockDim.x + threadIdx.x is
+    // unsigned 32-bit arithmetic. Stored in an int (the common `int i = ...`),
+    // an index past 2^31 - 1 does not fit and turns negative; stored in a
+    // long long without the cast, the 32-bit result wraps past 2^32 - 1.
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     // Bounds guard: the grid is rounded up to whole blocks, so the last
     // block has threads past the end of the arrays.
@@ -42,9 +44,9 @@ extern "C" __global__ void vector_add_grid_stride(const float* __restrict__ a,
 // --8<-- [start:vector_add_vec4]
 // Memory chapter: the same loop moving 16 bytes per load (float4) and
 // UNROLL loads per operand in flight per thread before any store, so each
-// SM keeps more bytes in flight to hide HBM latency. Needs a, b and out
-// 16-byte aligned (the wrapper checks); the last n % 4 elements are done
-// one by one.
+// SM has more bytes in flight (what that buys is measured in the memory
+// chapter, not assumed). Needs a, b and out 16-byte aligned (the wrapper
+// checks); the last n % 4 elements are done one by one.
 template <int UNROLL>
 __device__ void add_vec4(const float* __restrict__ a, const float* __restrict__ b,
                          float* __restrict__ out, long long n)
