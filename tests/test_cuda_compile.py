@@ -77,3 +77,44 @@ extern "C" __global__ void __launch_bounds__(1024, 2) spill(const float* x, floa
                            "-o", str(tmp_path / "s.o")], capture_output=True, text=True, timeout=300)
     spills = SPILLS.findall(proc.stdout + proc.stderr)
     assert any(s != ("0", "0") for s in spills), proc.stdout + proc.stderr
+
+
+def cublas_include(tmp_path: Path) -> Path | None:
+    """A folder holding cublas_v2.h: the CUDA toolkit's, an installed
+    nvidia-cublas package's, or the headers unpacked from an nvidia-cublas
+    wheel in a local package index (the CPU machines' image has one)."""
+    import glob
+    import site
+    import zipfile
+
+    tool = nvcc()
+    dirs = [Path(tool).resolve().parent.parent / "include"] if tool else []
+    dirs += [Path("/usr/local/cuda/include")]
+    for sp in site.getsitepackages():
+        dirs += [Path(p) for p in glob.glob(f"{sp}/nvidia/*/include")]
+    for d in dirs:
+        if (d / "cublas_v2.h").is_file():
+            return d
+    for whl in sorted(glob.glob("/opt/pypi*/files/nvidia_cublas-*.whl")):
+        with zipfile.ZipFile(whl) as z:
+            members = [m for m in z.namelist() if "/include/" in m and m.endswith(".h")]
+            z.extractall(tmp_path / "cublas", members)
+        found = list((tmp_path / "cublas").rglob("cublas_v2.h"))
+        if found:
+            return found[0].parent
+    return None
+
+
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not found (install the CUDA toolkit)")
+def test_cublas_snippet_compiles(tmp_path):
+    """The cublasGemmEx call the matmul page shows (examples/cublas_sgemm.cpp)
+    compiles against the real cuBLAS header, without warnings."""
+    inc = cublas_include(tmp_path)
+    if inc is None:
+        pytest.skip("cublas_v2.h not found (the CUDA toolkit's cuBLAS, or pip install nvidia-cublas)")
+    src = ROOT / "examples" / "cublas_sgemm.cpp"
+    proc = subprocess.run([nvcc(), "-c", "-x", "cu", "-arch=sm_90", f"-I{inc}", "-Werror", "all-warnings",
+                           str(src), "-o", str(tmp_path / "gemmex.o")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    sym = subprocess.run(["nm", str(tmp_path / "gemmex.o")], capture_output=True, text=True).stdout
+    assert "sgemm_row_major" in sym and "cublasGemmEx" in sym, sym
