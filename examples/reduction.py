@@ -248,25 +248,13 @@ def check_numba_ladder(n, threads=256, seed=0):
 # outputs, launch. Steps 0-6 leave one partial sum per block, which
 # `reduce_grid_stride` then sums until one value is left; step 7 finishes in
 # one launch (its last block adds the partials) and needs a ticket counter
-# that starts at zero.
+# that starts at zero: one per call, so that reductions running at once on
+# different streams never share one.
 
 # %%
 # --8<-- [start:cupy_sum]
-import functools  # noqa: E402
-
 VARIANTS = ("interleaved_modulo", "interleaved_strided", "sequential", "first_add",
             "warp_shuffle", "grid_stride", "vectorized", "single_pass")
-
-
-@functools.cache
-def single_pass_ticket(device_id):
-    """reduce_single_pass's ticket counter on one GPU: zero before the first
-    launch, and set back to zero by the last block of every launch (so one
-    counter serves launches that follow each other in a stream)."""
-    import cupy as cp
-
-    with cp.cuda.Device(device_id):
-        return cp.zeros((), dtype=cp.uint32)
 
 
 def reduce_sum_cupy(x, variant="single_pass", threads=256, blocks_per_sm=4):
@@ -283,11 +271,16 @@ def reduce_sum_cupy(x, variant="single_pass", threads=256, blocks_per_sm=4):
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     if threads not in (64, 128, 256, 512, 1024):  # the tree halves the block down to one warp
         raise ValueError(f"threads must be a power of two from 64 to 1024, got {threads}")
-    if variant in ("vectorized", "single_pass") and x.data.ptr % 16:
-        raise ValueError(f"x must be 16-byte aligned for variant {variant!r} (float4 loads)")
     n = x.size
     if n == 0:
         return cp.zeros((), dtype=cp.float32)
+    if variant in ("vectorized", "single_pass") and x.data.ptr % 16:
+        # float4 loads need 16-byte aligned addresses (a view such as x[1:] is
+        # not): sum the 1-3 leading elements with the scalar grid-stride step,
+        # the aligned rest with the vector one
+        head = min(n, (16 - x.data.ptr % 16) // 4)
+        return (reduce_sum_cupy(x[head:], variant, threads, blocks_per_sm)
+                + reduce_sum_cupy(x[:head], "grid_stride", threads, blocks_per_sm))
     per_block = threads * (2 if variant in ("first_add", "warp_shuffle") else 1)  # elements per block
     blocks = (n + per_block - 1) // per_block  # whole blocks: the last one is partly idle
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
@@ -297,9 +290,9 @@ def reduce_sum_cupy(x, variant="single_pass", threads=256, blocks_per_sm=4):
     partial = cp.full(blocks, cp.nan, dtype=cp.float32)  # poison: a block that writes nothing leaves NaN
     if variant == "single_pass":  # one launch: the last block to finish adds the partials
         total = cp.full((), cp.nan, dtype=cp.float32)
+        ticket = cp.zeros((), dtype=cp.uint32)  # this call's own counter, from zero
         module.get_function("reduce_single_pass")(
-            (blocks,), (threads,), (x, partial, np.int64(n), single_pass_ticket(x.device.id), total),
-            shared_mem=threads * 4)
+            (blocks,), (threads,), (x, partial, np.int64(n), ticket, total), shared_mem=threads * 4)
         return total
     module.get_function(f"reduce_{variant}")((blocks,), (threads,), (x, partial, np.int64(n)),
                                              shared_mem=threads * 4)  # blockDim.x floats
@@ -340,11 +333,13 @@ def cupy_ladder(n, threads=256, reps=20, check_sizes=(1, 33, 2**20 + 7), seed=0)
     for variant in VARIANTS:
         errors = []
         for x_host in inputs:
-            want = x_host.sum(dtype=np.float64)
-            got = float(reduce_sum_cupy(cp.asarray(x_host), variant, threads))
-            rel = abs(got - want) / want  # NaN if a kernel left its output unwritten
-            assert rel < 1e-5, f"{variant}, n = {x_host.size}: sum {got}, want {want}, relative error {rel:.1e}"
-            errors.append(rel)
+            x_dev = cp.asarray(x_host)
+            for view in (x_dev, x_dev[1:]):  # x[1:] is not 16-byte aligned: the float4 steps take a scalar head
+                want = float(cp.asnumpy(view).sum(dtype=np.float64))
+                got = float(reduce_sum_cupy(view, variant, threads))
+                rel = abs(got - want) / max(want, 1e-30)  # NaN if a kernel left its output unwritten
+                assert rel < 1e-5, f"{variant}, n = {view.size}: sum {got}, want {want}, relative error {rel:.1e}"
+                errors.append(rel)
         times[variant] = time_ms(lambda: reduce_sum_cupy(x, variant, threads))
         print(f"cupy {variant:20s} max |error| / sum = {max(errors):.1e}  {times[variant]:8.4f} ms  "
               f"{x.nbytes / times[variant] / 1e6:7.0f} GB/s  {times['cupy.sum'] / times[variant]:5.2f}x cupy.sum")

@@ -71,11 +71,15 @@ def _launch_cupy(variant: str, x, threads: int, sms: int, blocks_per_sm=None):
 
 
 @functools.cache
-def _ticket(device_id: int):
-    """The single-pass kernel's ticket counter: zero, and left at zero by every launch."""
+def _ticket(device_id: int, stream_ptr: int):
+    """The single-pass kernel's ticket counter for one stream of one device:
+    zero, and left at zero by the last block of every launch. Launches in one
+    stream run one after another and can share it; launches in different
+    streams may run at once, so each stream has its own."""
     import cupy as cp
 
-    return cp.zeros(1, dtype=cp.uint32)
+    with cp.cuda.Device(device_id):
+        return cp.zeros(1, dtype=cp.uint32)
 
 
 # --8<-- [start:cupy_wrapper]
@@ -90,17 +94,23 @@ def reduce_sum_cupy(x, *, variant: str = "single_pass", threads: int | None = No
     if threads is None:
         threads = SINGLE_PASS_THREADS if variant.startswith("single_pass") else 256
     _check_threads(threads)
-    if variant.startswith(("vectorized", "single_pass")) and x.data.ptr % 16:
-        raise ValueError(f"x must be 16-byte aligned for variant {variant!r} (float4 loads)")
     if x.size == 0:
         return cp.zeros((), dtype=cp.float32)
+    if variant.startswith(("vectorized", "single_pass")) and x.data.ptr % 16:
+        # float4 loads need 16-byte aligned addresses (a view such as x[1:] is
+        # not): the scalar kernel sums the 1-3 leading elements, the vector
+        # kernel the aligned rest
+        head = min(x.size, (16 - x.data.ptr % 16) // 4)
+        return (reduce_sum_cupy(x[head:], variant=variant, threads=threads, blocks_per_sm=blocks_per_sm)
+                + reduce_sum_cupy(x[:head], variant="grid_stride"))
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     if variant.startswith("single_pass"):  # one launch: the last block sums the partials
         blocks = grid_size(variant, x.size, threads, sms, blocks_per_sm)
         partial = cp.empty(blocks, dtype=cp.float32)
         total = cp.empty((), dtype=cp.float32)
         cupy_kernel(variant)((blocks,), (threads,),
-                             (x, partial, np.int64(x.size), _ticket(cp.cuda.Device().id), total),
+                             (x, partial, np.int64(x.size),
+                              _ticket(cp.cuda.Device().id, cp.cuda.get_current_stream().ptr), total),
                              shared_mem=threads * 4)
         return total
     partial = _launch_cupy(variant, x, threads, sms, blocks_per_sm)

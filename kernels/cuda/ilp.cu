@@ -4,12 +4,20 @@
 // scheduler, only independent instructions within a warp keep the pipeline
 // busy. The kernels below do the same number of FMAs per thread, ITERS in
 // all, split over K independent chains.
+//
+// Contract of every kernel in this file: one thread per element, the grid
+// covering x exactly, so x's size is a multiple of the block size and there
+// is no bounds check (a check would be one more instruction in a
+// microbenchmark of instruction issue). The wrappers (kernels/ilp.py and
+// examples/ilp.py) reject any other size before launching; a launch that
+// breaks the contract reads and writes past the end of x and out.
 
 // --8<-- [start:chains]
 // K independent accumulators, each a dependent chain of iters / K FMAs.
 // The inner loop is unrolled (K is a compile-time constant) so the K FMAs
 // of one step are independent instructions the scheduler can issue back to
-// back.
+// back. No bounds check: the grid covers x exactly (x.size a multiple of
+// the block; the wrappers reject anything else).
 template <int K>
 __device__ __forceinline__ void fma_chains(const float* __restrict__ x, float* __restrict__ out,
                                            int iters)
@@ -64,7 +72,8 @@ ilp_chains_32_capped(const float* x, float* out, int iters) { fma_chains<32>(x, 
 // --8<-- [start:intdiv]
 // Integer division and modulo by a run-time divisor: there is no integer
 // divide instruction; nvcc emits a sequence (a float reciprocal, multiplies
-// and corrections) for each / and %.
+// and corrections) for each / and %. Like every kernel here: one thread per
+// element of x, no bounds check (x.size a multiple of the block).
 extern "C" __global__ void int_div_mod(const unsigned int* __restrict__ x, unsigned int* __restrict__ out,
                                        unsigned int d, int iters)
 {
