@@ -179,17 +179,34 @@ def load(path: Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
-def merge(old: dict, env: dict, records: list[dict], sources: dict[str, dict] | None = None) -> dict:
+def merge(old: dict, env: dict, records: list[dict], per_topic: dict[str, dict] | None = None) -> dict:
     """Replace the topics present in `records`; keep every other topic.
-    sources: topic -> {path: code hash} of what it measured (its stamp)."""
+    per_topic: topic -> what its stamp adds to `env` (`sources`: {path: code
+    hash} of what it measured; `seconds`: how long it took)."""
     topics = {r["topic"] for r in records}
     kept = [r for r in old.get("records", []) if r["topic"] not in topics]
     topic_env = dict(old.get("topics", {}))
     for t in topics:
-        topic_env[t] = {"env": dict(env, sources=(sources or {}).get(t, {}))}
+        topic_env[t] = {"env": dict(env, **(per_topic or {}).get(t, {}))}
     merged = sorted(kept + list(records), key=lambda r: (r["topic"], r["id"]))
     return {"schema": SCHEMA, "env": env, "topics": dict(sorted(topic_env.items())),
             "records": merged}
+
+
+def take_topics(base: dict, src: dict, topics) -> dict:
+    """`base` with the records and stamps of `topics` taken from `src` (a
+    results file written by another run, e.g. on another GPU of the host)."""
+    topics = set(topics)
+    missing = topics - set(src.get("topics", {}))
+    if missing:
+        raise ValueError(f"{sorted(missing)} not measured in the other file")
+    records = [r for r in base.get("records", []) if r["topic"] not in topics]
+    records += [r for r in src["records"] if r["topic"] in topics]
+    stamps = dict(base.get("topics", {}))
+    stamps.update({t: src["topics"][t] for t in topics})
+    newest = max((src["topics"][t]["env"] for t in topics), key=lambda e: e.get("date", ""))
+    return {"schema": SCHEMA, "env": newest, "topics": dict(sorted(stamps.items())),
+            "records": sorted(records, key=lambda r: (r["topic"], r["id"]))}
 
 
 def save(path: Path, data: dict) -> None:

@@ -42,6 +42,28 @@ def test_merge_replaces_only_the_measured_topics():
     assert data["topics"]["transpose"]["env"]["date"].startswith("2026-11-30")
 
 
+def test_topics_measured_elsewhere_are_taken_whole():
+    """make bench --gpus: each GPU writes its own file; the results file takes
+    each topic's records and stamp from the file that measured it."""
+    base = results.merge(results.load("/nonexistent.json"), *run("vector_add"))
+    base = results.merge(base, *run("transpose"), per_topic={"transpose": {"seconds": 9.0}})
+    env2 = dict(ENV, date="2026-12-01T00:00:00Z", commit="def")
+    other = results.merge(copy.deepcopy(base), *run("vector_add", gbps=3600.0, env=env2),
+                          per_topic={"vector_add": {"seconds": 3.0, "sources": {"k.py": "0123"}}})
+    data = results.take_topics(base, other, ["vector_add"])
+    assert results.validate(data) == []
+    assert any(r["gbps"] == 3600.0 for r in results.select(data, "vector_add"))
+    assert data["topics"]["vector_add"]["env"]["commit"] == "def"
+    assert data["topics"]["vector_add"]["env"]["sources"] == {"k.py": "0123"}
+    assert data["topics"]["transpose"] == base["topics"]["transpose"]      # untouched
+    assert len(results.select(data, "transpose")) == 2
+    with pytest.raises(ValueError, match="not measured"):
+        results.take_topics(base, other, ["reduction"])
+    from kernels.bench.__main__ import schedule
+
+    assert schedule(["vector_add", "transpose"], other) == ["transpose", "vector_add"]  # 9 s before 3 s
+
+
 @pytest.mark.parametrize("breakage", ["no_env", "no_ms", "bad_ref", "bad_ratio", "no_unit", "shape", "dup"])
 def test_validate_catches(breakage):
     data = results.merge(results.load("/nonexistent.json"), *run("vector_add"))
