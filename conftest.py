@@ -15,8 +15,6 @@
 
 from __future__ import annotations
 
-import io
-
 import pytest
 
 import kernels  # noqa: F401  (must precede any import of numba)
@@ -55,15 +53,11 @@ class PageFile(pytest.File):
     def collect(self):
         import sys
 
-        from pytest_codeblocks import extract_from_buffer
         from pytest_codeblocks.plugin import TestBlock
 
-        from tests.pages import expand
+        from tests.pages import code_blocks
 
-        text = expand(self.path.read_text())
-        for block in extract_from_buffer(io.StringIO(text)):
-            if block.syntax not in ("python", "sh", "bash"):
-                continue
+        for block in code_blocks(self.path.read_text()):
             item = TestBlock.from_parent(parent=self, name=f"line {block.lineno}")
             item.obj = block
             for mark in block.marks:

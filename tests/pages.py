@@ -4,8 +4,8 @@
 a line `--8<-- "path"` or `--8<-- "path:section"` (sections are the lines
 between `--8<-- [start:section]` and `--8<-- [end:section]` in the file,
 dedented); tests/test_pages.py checks that it agrees with pymdownx itself.
-`plant` inserts a line at the top of one included section, so a test can
-prove that the code embedded from that section really runs.
+`code_blocks` gives the blocks pytest-codeblocks runs, and can include a
+mutated copy of one section instead of the file's (tests/test_page_code.py).
 
     python -m tests.pages stamp [PAGE ...]  # after reviewing a translation: record
                                             # which revision of its twin it matches
@@ -71,11 +71,9 @@ def read_section(target: str) -> list[str]:
     return textwrap.dedent("\n".join(out)).splitlines()
 
 
-def expand(text: str, plant: tuple[str, str] | None = None,
-           replace: tuple[str, str] | None = None) -> str:
+def expand(text: str, replace: tuple[str, str] | None = None) -> str:
     """Replace each include line by the lines it names, indented like it.
 
-    plant=(target, line): put `line` first in the included lines of `target`.
     replace=(target, text): include `text` (a mutated copy) instead of `target`.
     """
     out = []
@@ -87,10 +85,23 @@ def expand(text: str, plant: tuple[str, str] | None = None,
         body = read_section(m.group("target"))
         if replace and replace[0] == m.group("target"):
             body = replace[1].splitlines()
-        if plant and plant[0] == m.group("target"):
-            body = [plant[1]] + body
         out.extend(m.group("indent") + b for b in body)
     return "\n".join(out) + "\n"
+
+
+def code_blocks(text: str, replace: tuple[str, str] | None = None) -> list:
+    """The blocks pytest-codeblocks runs from a page's text: includes expanded,
+    `cont` fences joined; python, sh and bash only."""
+    import io
+
+    from pytest_codeblocks import extract_from_buffer
+
+    return [b for b in extract_from_buffer(io.StringIO(expand(text, replace=replace))) if b.syntax in EXECUTED]
+
+
+def is_gpu(block) -> bool:
+    """Marked `<!--pytest.mark.gpu-->`."""
+    return any("gpu" in m for m in block.marks)
 
 
 @dataclass

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import fault_driver
 from tests import mutants as M
 from tests import pages as P
 
@@ -39,17 +40,13 @@ ids = lambda p: str(p.relative_to(P.DOCS))  # noqa: E731
 
 
 def blocks(page: Path, replace=None) -> list:
-    from pytest_codeblocks import extract_from_buffer
-
     try:
-        text = P.expand(page.read_text(), replace=replace)
+        return P.code_blocks(page.read_text(), replace=replace)
     except P.SnippetError:
         return []  # tests/test_pages.py::test_includes_resolve reports it
-    return [b for b in extract_from_buffer(io.StringIO(text)) if b.syntax in P.EXECUTED]
 
 
-def is_gpu(block) -> bool:
-    return any("gpu" in m for m in block.marks)
+is_gpu = P.is_gpu
 
 
 def python_blocks(page: Path) -> list:
@@ -191,14 +188,6 @@ def _changed_blocks(page: Path, mut: M.Mutant) -> list:
     return [b for a, b in zip(before, after) if a.code != b.code and b.syntax == "python"]
 
 
-def run_block(code: str) -> None:
-    """As pytest-codeblocks runs a block."""
-    from contextlib import redirect_stdout
-
-    with redirect_stdout(io.StringIO()):
-        exec(code, {"__MODULE__": "__main__", "PlantedFault": M.PlantedFault})
-
-
 def test_every_embedded_function_has_mutants():
     assert not UNMUTABLE, "\n".join(UNMUTABLE)
     assert len(MUTANTS) > 100, f"only {len(MUTANTS)} mutants: are the sections found?"
@@ -276,21 +265,8 @@ def test_planted_faults_fail_the_cpu_blocks(page, tmp_path):
     GPU machine in a separate simulator process (a planted fault in a
     compiled kernel could break this process's CUDA context)."""
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
-        results = {}
-        for pg, mut, lang in MUTANTS:
-            if pg != page or lang != "python":
-                continue
-            run = [b for b in _changed_blocks(page, mut) if not is_gpu(b)]
-            if not run:
-                continue  # in GPU blocks only
-            failed = 0
-            for b in run:
-                try:
-                    run_block(b.code)
-                except Exception:
-                    failed += 1
-            results[mut.id] = {"id": mut.id, "what": mut.what, "blocks": [b.lineno for b in run],
-                               "failed": bool(run) and failed == len(run)}
+        text = page.read_text()
+        results = {s["id"]: fault_driver.run_mutant(text, s, gpu=False) for s in _specs(page, gpu=False)}
     else:
         results = run_driver(page, _specs(page, gpu=False), "cpu", tmp_path,
                              {"NUMBA_ENABLE_CUDASIM": "1", "HANDBOOK_FORCE_CPU": "1"})
