@@ -33,27 +33,31 @@ ENV_REQUIRED = ("gpu", "compute_capability", "driver", "cuda_runtime", "cupy", "
 # layout do not count; code does. tests/test_results.py lists the topics
 # whose sources changed since they were measured.
 
-NOT_KERNELS = {"harness", "results", "checks", "device", "standalone", "bench", "sass", "__init__"}
+NOT_KERNELS = {"harness", "results", "checks", "device", "standalone", "sass", "__init__"}
 KERNELS_DIR = ROOT / "kernels"
 
 
 def _imported_modules(path: Path) -> set[str]:
-    """kernels/<x>.py module names that a module imports (relative or absolute)."""
+    """Names of the kernels/<x>.py modules (not the infrastructure in
+    NOT_KERNELS) that a module imports, relatively or as kernels.<x>."""
     import ast
 
-    tree = ast.parse(path.read_text())
     out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            mod = node.module or ""
-            parts = mod.split(".")
-            if node.level >= 1 or parts[0] == "kernels":
-                names = [p for p in parts if p and p != "kernels"]
-                if names:
-                    out.add(names[-1] if names[0] != "bench" else "bench")
-                else:
-                    out.update(a.name for a in node.names)
-    return {m for m in out if (KERNELS_DIR / f"{m}.py").is_file() and m not in NOT_KERNELS}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        parts = [p for p in (node.module or "").split(".") if p]
+        if node.level:
+            pkg = path.parent.parents[node.level - 2] if node.level > 1 else path.parent
+        elif parts[:1] == ["kernels"]:
+            pkg, parts = KERNELS_DIR, parts[1:]
+        else:
+            continue
+        target = pkg.joinpath(*parts)
+        files = ([target.with_suffix(".py")] if parts else []) + [target / f"{a.name}.py" for a in node.names]
+        out.update(f.stem for f in files
+                   if f.parent == KERNELS_DIR and f.is_file() and f.stem not in NOT_KERNELS)
+    return out
 
 
 def topic_source_files(bench_module_file: str | Path) -> list[Path]:
