@@ -222,6 +222,8 @@ def branch_cupy(x, out, split, iters, kind="branch_long", threads=256):
         raise ValueError(f"kind must be 'branch_long' or 'branch_short', got {kind!r}")
     if threads % 32 or not 32 <= threads <= 1024:  # whole warps: the lane of element i is i % 32
         raise ValueError(f"threads must be a multiple of 32 from 32 to 1024, got {threads}")
+    if cp.may_share_memory(out, x):  # x and out are __restrict__ in the kernels
+        raise ValueError("out must not overlap x: other threads still read x while out is written")
     n = x.size
     if n:
         blocks = (n + threads - 1) // threads

@@ -194,6 +194,8 @@ def pipeline(x_host, out_host, *, chunks, streams, iters, threads=256):
         raise ValueError("x_host and out_host must be float32 arrays of one shape")
     if not 1 <= chunks <= n or streams < 1:
         raise ValueError(f"need 1 <= chunks <= n and streams >= 1, got {chunks} and {streams}")
+    if np.may_share_memory(out_host, x_host):  # a chunk copied out could land on one not yet copied in
+        raise ValueError("out_host must not overlap x_host: later chunks still read x_host while out_host is written")
     x_dev, out_dev = cp.empty(n, dtype=cp.float32), cp.empty(n, dtype=cp.float32)
     kernel = load_cuda("host_transfer.cu").get_function("poly_chunk")
     rt = cp.cuda.runtime
@@ -271,6 +273,8 @@ def pipeline_numba(x_host, out_host, *, chunks, streams, iters, threads=256):
         raise ValueError("x_host and out_host must be float32 arrays of one shape")
     if not 1 <= chunks <= n or streams < 1:
         raise ValueError(f"need 1 <= chunks <= n and streams >= 1, got {chunks} and {streams}")
+    if np.may_share_memory(out_host, x_host):  # a chunk copied out could land on one not yet copied in
+        raise ValueError("out_host must not overlap x_host: later chunks still read x_host while out_host is written")
     x_dev = cuda.device_array(n, dtype=np.float32)
     out_dev = cuda.device_array(n, dtype=np.float32)
     lanes = [cuda.stream() for lane in range(streams)]
@@ -384,10 +388,13 @@ def zero_copy_view(x_pinned):
 def scale_cupy(x, out, *, s=2.0, blocks=1024, threads=256):
     """out = s * x with host_transfer.cu's scale_once, a grid-stride loop
     (any grid covers any n); x may be device, managed or zero-copy memory."""
+    import cupy as cp
     import numpy as np
 
     if x.shape != out.shape or x.dtype != np.float32 or out.dtype != np.float32 or x.ndim != 1:
         raise ValueError(f"x and out must be 1-D float32 arrays of one shape, got {x.shape} and {out.shape}")
+    if cp.may_share_memory(out, x):  # x and out are __restrict__ in the kernel
+        raise ValueError("out must not overlap x: other threads still read x while out is written")
     kernel = load_cuda("host_transfer.cu").get_function("scale_once")
     kernel((blocks,), (threads,), (x, out, np.int64(x.size), np.float32(s)))
     return out

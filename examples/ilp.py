@@ -100,6 +100,8 @@ def fma_chains_cupy(x, out=None, *, kernel="ilp_chains_4", iters=1024, threads=3
         out = cp.empty_like(x)
     elif not isinstance(out, cp.ndarray) or out.dtype != x.dtype or out.shape != x.shape:
         raise ValueError(f"out must be a float32 cupy.ndarray of shape {x.shape}")
+    elif cp.may_share_memory(out, x):  # x and out are __restrict__ in the kernels
+        raise ValueError("out must not overlap x: other threads still read x while out is written")
     load_cuda("ilp.cu").get_function(kernel)((blocks,), (threads,), (x, out, np.int32(iters)))
     return out
 
@@ -195,6 +197,8 @@ def int_cupy(x, out=None, *, kernel="int_div_mod", divisor_log2=5, iters=64, thr
         out = cp.empty_like(x)
     elif not isinstance(out, cp.ndarray) or out.dtype != x.dtype or out.shape != x.shape:
         raise ValueError(f"out must be a uint32 cupy.ndarray of shape {x.shape}")
+    elif cp.may_share_memory(out, x):
+        raise ValueError("out must not overlap x: other threads still read x while out is written")
     arg = np.uint32(1 << divisor_log2) if kernel == "int_div_mod" else np.uint32(divisor_log2)
     load_cuda("ilp.cu").get_function(kernel)((blocks,), (threads,), (x, out, arg, np.int32(iters)))
     return out

@@ -354,6 +354,9 @@ def matmul_cupy(A, B, C=None, *, variant="autotuned"):
         raise ValueError(f"inner dimensions differ: A is {M}x{K} but B is {K2}x{N} (B must have {K} rows)")
     if C is not None and C.shape != (M, N):
         raise ValueError(f"C must have shape ({M}, {N}), got {C.shape}")
+    for name, x in (("A", A), ("B", B)):  # __restrict__: C shares no byte with A or B
+        if C is not None and cp.may_share_memory(C, x):
+            raise ValueError(f"C must not overlap {name}: other threads still read {name} while C is written")
     if min(M, N, K) < 1:
         raise ValueError(f"every dimension must be >= 1, got M={M}, N={N}, K={K}")
     if max(M * K, K * N, M * N) >= 2**31:
@@ -447,6 +450,58 @@ def time_ladder(n=4096, rtol=1e-5):
 
 
 # %%
+# --8<-- [start:source_001]
+SOURCE_001 = ("matMulNaive", "matMulShared", "matMulILP")
+
+
+def matmul_source001(A, B, C, kernel="matMulILP"):
+    """C = A @ B with one of source 001's kernels (matmul.cu, section
+    source_001): square N x N float32 CuPy matrices, N a multiple of 32,
+    since the kernels check no bounds. Returns C."""
+    import cupy as cp
+    import numpy as np
+
+    if kernel not in SOURCE_001:
+        raise ValueError(f"kernel must be one of {SOURCE_001}, got {kernel!r}")
+    N = A.shape[0]
+    for name, x in (("A", A), ("B", B), ("C", C)):
+        if x.shape != (N, N) or x.dtype != cp.float32 or not x.flags.c_contiguous:
+            raise ValueError(f"{name} must be a C-contiguous float32 {N} x {N} matrix, got {x.dtype} {x.shape}")
+    if N % 32:
+        raise ValueError(f"N must be a multiple of 32 (source 001's kernels check no bounds), got {N}")
+    for name, x in (("A", A), ("B", B)):
+        if cp.may_share_memory(C, x):
+            raise ValueError(f"C must not overlap {name}: other threads still read {name} while C is written")
+    load_cuda("matmul.cu").get_function(kernel)((N // 32, N // 32), (32, 32), (A, B, C, np.int32(N)))
+    return C
+
+
+def source_001_table(n=2048, rtol=1e-5):
+    """Source 001's table on this GPU: each of its three kernels timed at
+    n^3 (median, ms) and checked against a float64 product; speed relative
+    to matMulNaive, the form of the source's table. Returns {kernel: ms}."""
+    import cupy as cp
+    import numpy as np
+    from cupyx.profiler import benchmark
+
+    rng = cp.random.default_rng(1)
+    A = rng.standard_normal((n, n), dtype=cp.float32)
+    B = rng.standard_normal((n, n), dtype=cp.float32)
+    ref = cp.matmul(A.astype(cp.float64), B.astype(cp.float64))
+    C = cp.empty((n, n), dtype=cp.float32)
+    times = {}
+    for kernel in SOURCE_001:
+        C.fill(cp.nan)
+        result = benchmark(matmul_source001, (A, B, C, kernel), n_repeat=20, n_warmup=2, max_duration=2.0)
+        rel = float(cp.linalg.norm(C - ref) / cp.linalg.norm(ref))
+        assert rel < rtol, f"{kernel}: relative error {rel:.1e}"
+        times[kernel] = float(np.median(result.gpu_times)) * 1e3
+        print(f"{kernel:13s} {times[kernel]:8.3f} ms  {times['matMulNaive'] / times[kernel]:4.2f} x matMulNaive")
+    return times
+# --8<-- [end:source_001]
+
+
+# %%
 def main(argv=None):
     p = argparse.ArgumentParser(description="The matmul ladder, checked against NumPy.")
     p.add_argument("--size", type=int, default=1000, help="M of the check (N = M + 13, K = 77)")
@@ -466,6 +521,7 @@ def main(argv=None):
         else:
             cupy_ladder(((M, N, K, 0),) + SHAPES[1:])
             time_ladder(n=4096 if args.size >= 1000 else 1024)
+            source_001_table(2048 if args.size >= 1000 else 256)
 
 
 if __name__ == "__main__":

@@ -258,11 +258,14 @@ def read_global_cupy(x, reps, out, *, blocks, threads=256):
     """Each of the blocks * threads threads sums its share of x (float4
     loads through L2, __ldcg) `reps` times into out[thread]. x: float32,
     4 * 2^k elements (the kernel rotates its start with a mask)."""
+    import cupy as cp
     import numpy as np
 
     n4 = x.size // 4
     if x.size % 4 or n4 & (n4 - 1) or out.size != blocks * threads:
         raise ValueError(f"x must hold 4 * 2^k floats and out blocks * threads; got {x.size} and {out.size}")
+    if cp.may_share_memory(out, x):  # x and out are __restrict__ in the kernel
+        raise ValueError("out must not overlap x: other threads still read x while out is written")
     kernel = load_cuda("memory.cu").get_function("read_global")
     kernel((blocks,), (threads,), (x, np.int64(n4), np.int32(reps), out))
     return out
@@ -283,10 +286,13 @@ def read_global_reference(x, reps, threads_total):
 def read_shared_cupy(x, reps, out, *, blocks, threads=256):
     """Every block copies x (4096 float32, 16 KB) into shared memory; each
     thread then reads a float4 of it `reps` times, summing into out[thread]."""
+    import cupy as cp
     import numpy as np
 
     if x.size != 4096 or out.size != blocks * threads:
         raise ValueError(f"x must hold 4096 floats and out blocks * threads; got {x.size} and {out.size}")
+    if cp.may_share_memory(out, x):
+        raise ValueError("out must not overlap x: other blocks still read x while out is written")
     kernel = load_cuda("memory.cu").get_function("read_shared")
     kernel((blocks,), (threads,), (x, np.int32(reps), out))
     return out
@@ -359,6 +365,7 @@ def energy_demo(blocks=5, threads=64):
 def copy_strided_cupy(x, out, stride, *, threads=256):
     """out[i] = x[i * stride] for every i of out, with memory.cu's
     copy_strided (4 elements per thread); x, out: 1-D float32 cupy arrays."""
+    import cupy as cp
     import numpy as np
 
     n = out.size
@@ -368,6 +375,8 @@ def copy_strided_cupy(x, out, stride, *, threads=256):
             raise ValueError(f"{name} must be a contiguous 1-D float32 array, got {a.dtype} {a.shape}")
     if not 0 < stride < 2**31 or (n and (n - 1) * stride >= x.size):
         raise ValueError(f"x must hold (out.size - 1) * stride + 1 floats, got {x.size} (stride {stride})")
+    if cp.may_share_memory(out, x):  # x and out are __restrict__ in the kernel
+        raise ValueError("out must not overlap x: other threads still read x while out is written")
     if n:
         kernel = load_cuda("memory.cu").get_function("copy_strided")
         kernel((blocks,), (threads,), (x, out, np.int64(n), np.int32(stride)))
@@ -403,6 +412,7 @@ def strided_demo(n=1 << 22, strides=(1, 2, 4, 8, 32)):
 def copy_offset_cupy(x, out, offset, *, threads=256):
     """out[i] = x[i + offset] for every i of out, with memory.cu's
     copy_offset (4 elements per thread); x, out: 1-D float32 cupy arrays."""
+    import cupy as cp
     import numpy as np
 
     n = out.size
@@ -412,6 +422,8 @@ def copy_offset_cupy(x, out, offset, *, threads=256):
             raise ValueError(f"{name} must be a contiguous 1-D float32 array, got {a.dtype} {a.shape}")
     if not 0 <= offset < 2**31 or n + offset > x.size:
         raise ValueError(f"x must hold out.size + offset floats, got {x.size} (offset {offset})")
+    if cp.may_share_memory(out, x):
+        raise ValueError("out must not overlap x: other threads still read x while out is written")
     if n:
         kernel = load_cuda("memory.cu").get_function("copy_offset")
         kernel((blocks,), (threads,), (x, out, np.int64(n), np.int32(offset)))
@@ -459,12 +471,35 @@ def copy_strided_numba_kernel(x, out, stride):
 
 
 # --8<-- [start:numba_copy]
+# --8<-- [start:overlaps]
+def overlaps(a, b):
+    """Might the device arrays a and b share memory? True when the address
+    ranges their elements span intersect (from the CUDA array interface; in
+    Numba's simulator, whose device arrays wrap NumPy arrays, the NumPy one).
+    A bounds check, as cupy.may_share_memory: a[::2] and a[1::2] overlap."""
+    def span(v):  # [lo, hi): the first and one past the last byte of v
+        face = getattr(v, "__cuda_array_interface__", None) or v.__array_interface__
+        lo = hi = face["data"][0]
+        for size, step in zip(v.shape, v.strides):
+            hi += max(step, 0) * (size - 1)
+            lo += min(step, 0) * (size - 1)  # a negative stride reaches below the first element
+        return lo, hi + v.dtype.itemsize
+
+    if a.size == 0 or b.size == 0:
+        return False
+    (a_lo, a_hi), (b_lo, b_hi) = span(a), span(b)
+    return a_lo < b_hi and b_lo < a_hi
+# --8<-- [end:overlaps]
+
+
 def copy_strided_numba(x, out, stride, *, threads=256):
     """out[i] = x[i * stride] for every i of out (Numba device arrays, float32)."""
     n = out.shape[0]
     blocks = (n - 1) // (4 * threads) + 1  # 4 elements per thread
     if n and (n - 1) * stride >= x.shape[0]:
         raise ValueError(f"x must hold (out.size - 1) * stride + 1 floats, got {x.shape[0]}")
+    if overlaps(out, x):  # one block's stores could land where another block still reads
+        raise ValueError("out must not overlap x: other threads still read x while out is written")
     if n:
         copy_strided_numba_kernel[blocks, threads](x, out, stride)
     return out
@@ -482,6 +517,18 @@ def check_copy_strided_numba(n=381, strides=(1, 3, 32), threads=32):
         copy_strided_numba(cuda.to_device(x), out, stride, threads=threads)
         np.testing.assert_array_equal(out.copy_to_host(), x[::stride])
         print(f"numba copy_strided, n = {n}, stride {stride}: exact, max |error| = 0")
+    buf = cuda.to_device(np.random.default_rng(0).random(2 * n, dtype=np.float32))
+    for name, out in (("out = x", buf), ("out = x shifted by one", buf[1:n + 1])):
+        try:
+            copy_strided_numba(buf, out, 1, threads=threads)
+        except ValueError as err:
+            assert "overlap" in str(err), err  # rejected for sharing memory, not for something else
+            print(f"numba copy_strided, {name}: rejected (they share memory)")
+        else:
+            raise AssertionError(f"copy_strided_numba accepted {name}, an out that overlaps x")
+    copy_strided_numba(buf[:n], buf[n:], 1, threads=threads)  # out right after x in one buffer: accepted
+    both = buf.copy_to_host()
+    np.testing.assert_array_equal(both[n:], both[:n])
 # --8<-- [end:numba_copy]
 
 
@@ -494,6 +541,7 @@ def points_cupy(op, p, layout, out, *, threads=256):
     """out[i] = |point i| (op "norm") or 2 * x of point i (op "scale_x"),
     for points stored as AoS, an (n, 3) array, or SoA, a (3, n) array;
     memory.cu's norm_aos, norm_soa, scale_x_aos or scale_x_soa."""
+    import cupy as cp
     import numpy as np
 
     n = out.size
@@ -503,6 +551,8 @@ def points_cupy(op, p, layout, out, *, threads=256):
     want = (n, 3) if layout == "aos" else (3, n)
     if p.shape != want or p.dtype != np.float32 or not p.flags.c_contiguous or out.dtype != np.float32:
         raise ValueError(f"p must be a contiguous float32 array of shape {want}, got {p.dtype} {p.shape}")
+    if cp.may_share_memory(out, p):
+        raise ValueError("out must not overlap p: other threads still read p while out is written")
     if n:
         kernel = load_cuda("memory.cu").get_function(f"{op}_{layout}")
         kernel((blocks,), (threads,), (p, out, np.int64(n)))
@@ -577,6 +627,8 @@ def norm_numba(p, layout, out, *, threads=256):
     want = (n, 3) if layout == "aos" else (3, n)
     if layout not in ("aos", "soa") or p.shape != want:
         raise ValueError(f"layout must be aos or soa, and p of shape {want}; got {layout!r}, {p.shape}")
+    if overlaps(out, p):
+        raise ValueError("out must not overlap p: other threads still read p while out is written")
     kernel = norm_aos_numba_kernel if layout == "aos" else norm_soa_numba_kernel
     if n:
         kernel[blocks, threads](p, out)
@@ -595,6 +647,14 @@ def check_norm_numba(n=250, threads=32):
         got = norm_numba(cuda.to_device(p), layout, out, threads=threads).copy_to_host()
         np.testing.assert_allclose(got, want, rtol=1e-6)
         print(f"numba norm, {layout}, n = {n}: max |error| = {np.max(np.abs(got - want)):.1e}")
+    p = cuda.to_device(aos)
+    try:
+        norm_numba(p, "aos", p.ravel()[:n], threads=threads)  # out: the first n floats of the points
+    except ValueError as err:
+        assert "overlap" in str(err), err
+        print("numba norm, out inside p: rejected (they share memory)")
+    else:
+        raise AssertionError("norm_numba accepted an out that overlaps p")
 # --8<-- [end:numba_points]
 
 
@@ -611,6 +671,7 @@ def vector_add_vec4_cupy(a, b, out, *, blocks=1024, threads=256):
     stores, two float4 per operand in flight per thread. A grid-stride
     loop: any grid covers any n. a, b, out: 1-D float32 cupy arrays of one
     size, 16-byte aligned (a view such as a[1:] is not)."""
+    import cupy as cp
     import numpy as np
 
     for name, v in (("a", a), ("b", b), ("out", out)):
@@ -618,6 +679,9 @@ def vector_add_vec4_cupy(a, b, out, *, blocks=1024, threads=256):
             raise ValueError(f"{name} must be a contiguous 1-D float32 array of a's shape, got {v.dtype} {v.shape}")
         if v.data.ptr % 16:
             raise ValueError(f"{name} must be 16-byte aligned (float4 loads and stores)")
+    for name, v in (("a", a), ("b", b)):  # the kernel's pointers are __restrict__
+        if cp.may_share_memory(out, v):
+            raise ValueError(f"out must not overlap {name}: other threads still read {name} while out is written")
     kernel = load_cuda("vector_add.cu").get_function("vector_add_vec4")
     kernel((blocks,), (threads,), (a, b, out, np.int64(a.size)))
     return out

@@ -237,6 +237,10 @@ def conv2d_cupy(x, w, out, variant="tuned"):
     if x.ndim != 2 or x.size == 0 or w.shape != (KW, KW) or out.shape != x.shape:
         raise ValueError(f"need a non-empty 2-D x, a {KW} x {KW} w and out shaped like x; "
                          f"got {x.shape}, {w.shape}, {out.shape}")
+    for name, a in (("x", x), ("w", w)):  # the kernels' pointers are __restrict__
+        if cp.may_share_memory(out, a):
+            raise ValueError(f"out must not overlap {name}: neighbouring threads still read {name} "
+                             "while out is written")
     H, W = x.shape
     if variant in TILED:  # steps 3-4: one block per tile of bx x rows outputs
         bx, by, per_thread = TILED[variant]

@@ -110,6 +110,7 @@ def check_transpose(transpose_fn, rows, cols, seed=0):
 def transpose_cupy(x, out, *, variant="coarsened"):
     """out = x.T with one step of transpose.cu: x rows x cols, out cols x
     rows, both C-contiguous float32 cupy matrices. Returns out."""
+    import cupy as cp
     import numpy as np
 
     # 1. check the arguments before anything reaches the GPU
@@ -121,6 +122,8 @@ def transpose_cupy(x, out, *, variant="coarsened"):
     rows, cols = x.shape
     if out.shape != (cols, rows) or rows * cols >= 2**31:  # the kernels index with int
         raise ValueError(f"out must have shape {(cols, rows)} (x has {x.shape}, under 2^31 elements)")
+    if cp.may_share_memory(out, x):  # no transpose in place: other blocks still read x
+        raise ValueError("out must not overlap x: other blocks still read x while out is written")
     # 2. the grid: one block per tile of x (naive: per 32 x 8 piece, one element per thread)
     tile, threads = {"naive": ((32, 8), (32, 8)), "smem": ((32, 32), (32, 8)),
                      "padded": ((32, 32), (32, 8)), "coarsened": ((64, 64), (16, 16))}[variant]
@@ -144,6 +147,8 @@ def transpose_coarsened_config(x, out, config=(32, 8, 4)):
     blocks = ((cols - 1) // tile + 1, (rows - 1) // tile + 1)
     if out.shape != (cols, rows) or x.dtype != np.float32 or out.dtype != np.float32:
         raise ValueError(f"x must be float32 and out float32 of shape {(cols, rows)}")
+    if cp.may_share_memory(out, x):
+        raise ValueError("out must not overlap x: other blocks still read x while out is written")
     name = f"transpose_coarsened_t<{tile},{ry},{vec}>"
     module = cp.RawModule(code=find_cuda_source("transpose.cu").read_text(), options=("--std=c++17",),
                           name_expressions=[name])

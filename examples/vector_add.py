@@ -181,6 +181,9 @@ def vector_add_cupy(a, b, out=None, *, threads=256):
             raise ValueError(f"{name} has shape {x.shape}, but a has shape {a.shape}")
     if threads % 32 != 0 or not 32 <= threads <= 1024:
         raise ValueError(f"threads must be a multiple of 32 (whole warps) from 32 to 1024, got {threads}")
+    for name, x in (("a", a), ("b", b)):  # the kernel's pointers are __restrict__
+        if out is not None and cp.may_share_memory(out, x):
+            raise ValueError(f"out must not overlap {name}: other threads still read {name} while out is written")
     n = a.size
     # 2. allocate the output
     if out is None:

@@ -42,6 +42,7 @@ def branch_cupy(x, out=None, *, split: int, iters: int, kind: str = "branch_long
         out = cp.empty_like(x)
     else:
         checks.require_vector_like("out", out, "x", x, np.float32, lib="cupy")
+        checks.require_no_overlap("out", out, x=x)  # x and out are __restrict__ in the kernels
     n = x.size
     if n:
         blocks = (n + threads - 1) // threads
@@ -112,6 +113,7 @@ def branch_numba(x, out=None, *, split: int, iters: int, threads: int = 256):
         out = cuda.device_array(n, dtype=np.float32)
     else:
         checks.require_vector_like("out", out, "x", x, np.float32, lib="numba")
+        checks.require_no_overlap("out", out, x=x)
     if n:
         branch_long_kernel[(n + threads - 1) // threads, threads](x, out, n, split, iters)
     return out

@@ -28,7 +28,8 @@ counter: the GPU board only. The CPU, the host memory and the PCIe root
 complex, which do half the work of every transfer, are not in it.
 
 The wrappers check their arguments (host or device arrays, float32, 1-D,
-C-contiguous, matching shapes, counts) before anything is launched.
+C-contiguous, matching shapes, counts, outputs that share no memory with
+inputs) before anything is launched.
 """
 
 from __future__ import annotations
@@ -238,6 +239,21 @@ def _check_pipeline(x_host, out_host, chunks, streams, iters, threads):
     checks.require_int("streams", streams, 1, 64)
     checks.require_int("iters", iters, 0, 2**31 - 1)  # an int32 kernel argument
     checks.require_block_size("threads", threads)
+    # chunk c's copy out must not land on x_host before a later chunk's copy in reads it
+    checks.require_no_overlap("out_host", out_host, x_host=x_host)
+
+
+def _check_work(work, n: int, lib: str):
+    """work = (x_dev, out_dev): two device vectors of n float32 that do not
+    overlap (the kernel reads a chunk of one while it writes the other)."""
+    x_dev, out_dev = work
+    checks.require_vector("work[0]", x_dev, np.float32, lib=lib)
+    checks.require_vector("work[1]", out_dev, np.float32, lib=lib)
+    if x_dev.shape[0] != n or out_dev.shape[0] != n:
+        raise ValueError(f"work must be two device arrays of {n} elements, "
+                         f"got {x_dev.shape[0]} and {out_dev.shape[0]}")
+    checks.require_no_overlap("work[1]", out_dev, **{"work[0]": x_dev})
+    return x_dev, out_dev
 
 
 def poly_cupy(x, out=None, *, iters: int = POLY_ITERS, threads: int = 256):
@@ -250,6 +266,7 @@ def poly_cupy(x, out=None, *, iters: int = POLY_ITERS, threads: int = 256):
         out = cp.empty_like(x)
     else:
         checks.require_vector_like("out", out, "x", x, np.float32, lib="cupy")
+        checks.require_no_overlap("out", out, x=x)  # x and out are __restrict__ in the kernel
     if x.size:
         cupy_kernel("poly_chunk")((_blocks(x.size, threads),), (threads,),
                                   (x, out, np.int64(x.size), np.int32(iters)))
@@ -281,11 +298,7 @@ def pipeline(x_host, out_host, *, chunks: int, streams: int, iters: int = POLY_I
     n = x_host.size
     if work is None:
         work = (cp.empty(n, dtype=cp.float32), cp.empty(n, dtype=cp.float32))
-    x_dev, out_dev = work
-    checks.require_vector("work[0]", x_dev, np.float32, lib="cupy")
-    checks.require_vector("work[1]", out_dev, np.float32, lib="cupy")
-    if x_dev.size != n or out_dev.size != n:
-        raise ValueError(f"work must be two device arrays of {n} elements, got {x_dev.size} and {out_dev.size}")
+    x_dev, out_dev = _check_work(work, n, "cupy")
     rt = cp.cuda.runtime
     kernel = cupy_kernel("poly_chunk")
     lanes = _streams(streams, cp.cuda.Device().id)
@@ -366,6 +379,7 @@ def scale_cupy(x, out=None, *, s: float = SCALE, threads: int = 256):
         out = cp.empty_like(x)
     else:
         checks.require_vector_like("out", out, "x", x, np.float32, lib="cupy")
+        checks.require_no_overlap("out", out, x=x)
     if x.size:
         cupy_kernel("scale_once")((_blocks(x.size, threads),), (threads,),
                                   (x, out, np.int64(x.size), np.float32(s)))
@@ -382,6 +396,7 @@ def center_cupy(x, out=None, *, threads: int = 256):
         out = cp.empty_like(x)
     else:
         checks.require_vector_like("out", out, "x", x, np.float32, lib="cupy")
+        checks.require_no_overlap("out", out, x=x)  # the second pass reads x after others wrote out
     if x.size:
         total = cp.zeros(1, dtype=cp.float64)
         blocks = _blocks(x.size, threads)
@@ -647,6 +662,7 @@ def scale_numba(x, out=None, *, s: float = SCALE, threads: int = 256):
     else:
         _require_numba_vector("out", out)
         checks.require_same_shape("out", out, "x", x)
+        checks.require_no_overlap("out", out, x=x)
     if n:
         scale_kernel[_numba_blocks(n, threads), threads](x, out, n, np.float32(s))
     return out
@@ -695,7 +711,7 @@ def pipeline_numba(x_host, out_host, *, chunks: int, streams: int, iters: int = 
     n = x_host.size
     if work is None:
         work = (cuda.device_array(n, dtype=np.float32), cuda.device_array(n, dtype=np.float32))
-    x_dev, out_dev = work
+    x_dev, out_dev = _check_work(work, n, "numba")
     lanes = [cuda.stream() for _ in range(streams)]
     for c, (lo, hi) in enumerate(chunk_bounds(n, chunks)):
         s = lanes[c % streams]

@@ -40,8 +40,11 @@ def fma_chains_cupy(x, out=None, *, kernel: str = "ilp_chains_4", iters: int = 1
         raise ValueError(f"x.size must be a multiple of threads ({threads}), got {x.size}")
     if iters % 32:
         raise ValueError(f"iters must be a multiple of 32 (every chain count divides it), got {iters}")
-    out = cp.empty_like(x) if out is None else out
-    checks.require_same_shape("out", out, "x", x)
+    if out is None:
+        out = cp.empty_like(x)
+    else:
+        checks.require_vector_like("out", out, "x", x, np.float32, lib="cupy")
+        checks.require_no_overlap("out", out, x=x)
     cupy_kernel(kernel)((x.size // threads,), (threads,), (x, out, np.int32(iters)))
     return out
 
@@ -72,7 +75,11 @@ def int_cupy(x, out=None, *, kernel: str = "int_div_mod", divisor_log2: int = 5,
         raise ValueError(f"divisor_log2 must be in 1..31, got {divisor_log2}")
     if x.size % threads:
         raise ValueError(f"x.size must be a multiple of threads ({threads}), got {x.size}")
-    out = cp.empty_like(x) if out is None else out
+    if out is None:
+        out = cp.empty_like(x)
+    else:
+        checks.require_vector_like("out", out, "x", x, np.uint32, lib="cupy")
+        checks.require_no_overlap("out", out, x=x)
     arg = np.uint32(1 << divisor_log2) if kernel == "int_div_mod" else np.uint32(divisor_log2)
     cupy_kernel(kernel)((x.size // threads,), (threads,), (x, out, arg, np.int32(iters)))
     return out

@@ -62,6 +62,8 @@ def check_operands(A, B, C, *, lib: str) -> tuple[int, int, int]:
     if max(M * K, K * N, M * N) > MAX_ELEMENTS:
         raise ValueError(f"a matrix has 2^31 elements or more (M={M}, N={N}, K={K}): "
                          "the kernels index with 32-bit int")
+    if C is not None:
+        checks.require_no_overlap("C", C, A=A, B=B)
     return M, N, K
 
 
@@ -94,6 +96,29 @@ def matmul_cupy(A, B, C=None, *, variant: str = "autotuned"):
         C = cp.empty((M, N), dtype=cp.float32)
     blocks, threads = grid(variant, M, N)
     cupy_kernel(variant)(blocks, threads, (A, B, C, np.int32(M), np.int32(N), np.int32(K)))
+    return C
+
+
+# Source 001's three kernels as it prints them (kernels/cuda/matmul.cu,
+# section source_001): square N x N, N a multiple of 32, a 32 x 32 block.
+SOURCE_001 = ("matMulNaive", "matMulShared", "matMulILP")
+
+
+def matmul_source001(A, B, C=None, *, kernel: str = "matMulILP"):
+    """C = A @ B with one of source 001's kernels. They check no bounds, so
+    this refuses what they would get wrong: non-square matrices and N not a
+    multiple of 32. Returns C."""
+    import cupy as cp
+
+    if kernel not in SOURCE_001:
+        raise ValueError(f"kernel must be one of {SOURCE_001}, got {kernel!r}")
+    M, N, K = check_operands(A, B, C, lib="cupy")
+    if not M == N == K or N % 32:
+        raise ValueError(f"source 001's kernels need square matrices with N a multiple of 32 "
+                         f"(they check no bounds); got M={M}, N={N}, K={K}")
+    if C is None:
+        C = cp.empty((N, N), dtype=cp.float32)
+    cupy_module(CUDA_SOURCE.name).get_function(kernel)((N // 32, N // 32), (32, 32), (A, B, C, np.int32(N)))
     return C
 
 
@@ -134,6 +159,7 @@ def cublas_matmul(A, B, C):
     unless CUPY_TF32=1 is set, which the bench refuses)."""
     import cupy as cp
 
+    checks.require_no_overlap("C", C, A=A, B=B)
     return cp.matmul(A, B, out=C)
 
 

@@ -66,14 +66,17 @@ def chain_global(nbytes: int, stride: int = 128, seed: int = 0):
 def latency_global(nbytes: int, *, stride: int = 128, steps: int = 4096, warm: int | None = None,
                    l2_only: bool = False, seed: int = 0) -> dict:
     """Cycles and nanoseconds per dependent load through a chain of nbytes.
-    By default the chain is walked once untimed first (if it has at most
-    2^19 nodes), so a footprint that fits a cache is measured from it."""
+    First `warm` untimed loads; by default (None) one walk of the chain if it
+    has at most 2^19 nodes, so a footprint that fits a cache is measured
+    from it. The result says how many it took ("warm"): the chase stops
+    warm + steps loads from the first node."""
     import cupy as cp
 
     buf, start = chain_global(nbytes, stride, seed)
     nodes = nbytes // stride
     if warm is None:
         warm = nodes if nodes <= 1 << 19 else 0
+    checks.require_int("warm", warm, 0, 2**31 - 1)  # an int32 kernel argument
     checks.require_int("steps", steps, 1, 1 << 30)
     timing = cp.zeros(2, dtype=cp.int64)  # [cycles, nanoseconds]
     sink = cp.zeros(1, dtype=cp.uint64)
@@ -81,7 +84,8 @@ def latency_global(nbytes: int, *, stride: int = 128, steps: int = 4096, warm: i
     _kernel(name)((1,), (1,), (np.uint64(start), np.int32(warm), np.int32(steps), timing, sink))
     cycles, ns = (int(v) for v in cp.asnumpy(timing))
     end = int(sink[0]) - start  # where the chase stopped, in bytes from the start
-    return {"cycles": cycles / steps, "ns": ns / steps, "steps": steps, "nodes": nodes, "end": end}
+    return {"cycles": cycles / steps, "ns": ns / steps, "steps": steps, "warm": warm, "nodes": nodes,
+            "end": end}
 # --8<-- [end:latency_global]
 
 
@@ -115,6 +119,7 @@ def read_global_cupy(x, reps: int, out, *, blocks: int, threads: int = 256) -> N
         raise ValueError("x must be 16-byte aligned (float4 loads)")
     if out.size < blocks * threads:
         raise ValueError(f"out must hold blocks * threads = {blocks * threads} floats, got {out.size}")
+    checks.require_no_overlap("out", out, x=x)
     _kernel("read_global")((blocks,), (threads,), (x, np.int64(n4), np.int32(reps), out))
 
 
@@ -128,6 +133,7 @@ def read_shared_cupy(x, reps: int, out, *, blocks: int, threads: int = 256) -> N
         raise ValueError(f"x must be {4 * READ_SHARED_F4} float32, 16-byte aligned, got {x.size}")
     if out.size < blocks * threads:
         raise ValueError(f"out must hold blocks * threads = {blocks * threads} floats, got {out.size}")
+    checks.require_no_overlap("out", out, x=x)
     _kernel("read_shared")((blocks,), (threads,), (x, np.int32(reps), out))
 
 
@@ -173,6 +179,7 @@ def copy_strided_cupy(x, out, stride: int, *, threads: int = 256):
     if n and (n - 1) * stride >= x.size:
         raise ValueError(f"x must hold (out.size - 1) * stride + 1 = {(n - 1) * stride + 1} floats, "
                          f"got {x.size}")
+    checks.require_no_overlap("out", out, x=x)  # x and out are __restrict__ in the kernel
     _launch_1d("copy_strided", (x, out, np.int64(n), np.int32(stride)), n, threads)
     return out
 # --8<-- [end:strided_wrapper]
@@ -186,6 +193,7 @@ def copy_offset_cupy(x, out, offset: int, *, threads: int = 256):
     n = out.size
     if n + offset > x.size:
         raise ValueError(f"x must hold out.size + offset = {n + offset} floats, got {x.size}")
+    checks.require_no_overlap("out", out, x=x)
     _launch_1d("copy_offset", (x, out, np.int64(n), np.int32(offset)), n, threads)
     return out
 
@@ -205,7 +213,8 @@ def _points(p, layout: str, lib: str) -> int:
     return p.shape[1 - want]
 
 
-def _out_for(out, n: int, lib: str):
+def _out_for(out, n: int, lib: str, p):
+    """out (n float32, sharing no memory with the points p), or a new one."""
     if out is None:
         if lib == "cupy":
             import cupy as cp
@@ -217,13 +226,14 @@ def _out_for(out, n: int, lib: str):
     checks.require_vector("out", out, np.float32, lib=lib)
     if out.shape[0] != n:
         raise ValueError(f"out must hold n = {n} floats, got {out.shape[0]}")
+    checks.require_no_overlap("out", out, p=p)
     return out
 
 
 def norm_cupy(p, layout: str, out=None, *, threads: int = 256):
     """out[i] = |point i| for points stored as AoS (n, 3) or SoA (3, n)."""
     n = _points(p, layout, "cupy")
-    out = _out_for(out, n, "cupy")
+    out = _out_for(out, n, "cupy", p)
     _launch_1d(f"norm_{layout}", (p, out, np.int64(n)), n, threads)
     return out
 
@@ -231,7 +241,7 @@ def norm_cupy(p, layout: str, out=None, *, threads: int = 256):
 def scale_x_cupy(p, layout: str, out=None, *, threads: int = 256):
     """out[i] = 2 * x of point i: uses one field of three."""
     n = _points(p, layout, "cupy")
-    out = _out_for(out, n, "cupy")
+    out = _out_for(out, n, "cupy", p)
     _launch_1d(f"scale_x_{layout}", (p, out, np.int64(n)), n, threads)
     return out
 
@@ -316,6 +326,7 @@ def copy_strided_numba(x, out, stride: int, *, threads: int = 256):
     if n and (n - 1) * stride >= x.shape[0]:
         raise ValueError(f"x must hold (out.size - 1) * stride + 1 = {(n - 1) * stride + 1} floats, "
                          f"got {x.shape[0]}")
+    checks.require_no_overlap("out", out, x=x)
     if n:
         copy_strided_numba_kernel[blocks_for(n, threads), threads](x, out, stride)
     return out
@@ -329,6 +340,7 @@ def copy_offset_numba(x, out, offset: int, *, threads: int = 256):
     n = out.shape[0]
     if n + offset > x.shape[0]:
         raise ValueError(f"x must hold out.size + offset = {n + offset} floats, got {x.shape[0]}")
+    checks.require_no_overlap("out", out, x=x)
     if n:
         copy_offset_numba_kernel[blocks_for(n, threads), threads](x, out, offset)
     return out
@@ -407,7 +419,7 @@ def points_numba(op: str, p, layout: str, out=None, *, threads: int = 256):
         raise ValueError(f"op must be 'norm' or 'scale_x', got {op!r}")
     checks.require_block_size("threads", threads)
     n = _points(p, layout, "numba")
-    out = _out_for(out, n, "numba")
+    out = _out_for(out, n, "numba", p)
     if n:
         _NUMBA_POINTS[op, layout][blocks_for(n, threads), threads](p, out)
     return out

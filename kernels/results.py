@@ -280,7 +280,7 @@ HEADERS = {
            "sector_model": "扇区模型", "calc_blocks_per_sm": "计算器：每 SM 块数",
            "driver_blocks_per_sm": "驱动：每 SM 块数", "binding": "受限于", "dynamic_smem": "动态共享内存 (B)",
            "threads": "线程数", "energy_j_per_call": "每次调用能耗 (J)",
-           "energy_j_above_idle": "高出空闲部分 (J)"},
+           "energy_j_above_idle": "高出空闲部分 (J)", "achieved_occupancy": "实测占用率（ncu）"},
     "en": {"impl": "impl", "variant": "variant", "shape": "shape", "n": "elements", "dtype": "dtype",
            "ms": "time (ms)", "gbps": "bandwidth (GB/s)", "tflops": "TFLOP/s", "ratio": "ratio to ref",
            "ref": "reference", "rel_err": "rel. error", "energy_j_per_gflop": "energy (J/GFLOP)",
@@ -296,7 +296,7 @@ HEADERS = {
            "sector_model": "sector model", "calc_blocks_per_sm": "calculator: blocks/SM",
            "driver_blocks_per_sm": "driver: blocks/SM", "binding": "bound by", "dynamic_smem": "dynamic shared (B)",
            "threads": "threads", "energy_j_per_call": "energy per call (J)",
-           "energy_j_above_idle": "above idle (J)"},
+           "energy_j_above_idle": "above idle (J)", "achieved_occupancy": "achieved occupancy (ncu)"},
 }
 
 
@@ -349,7 +349,9 @@ def _value(r: dict, key: str):
 # time (or energy per GFLOP) of a row over that of the same implementation's
 # step <variant> at the same shape, e.g. time_vs_naive, energy_vs_coalesced
 # (the form of the source chapters' tables).
-DERIVED = {"time_vs_": "ms", "energy_vs_": "energy_j_per_gflop"}
+# speedup_vs_<variant> is the inverse of time_vs_: that step's time over
+# this row's (higher is faster; the "relative performance" of a source table).
+DERIVED = {"time_vs_": "ms", "energy_vs_": "energy_j_per_gflop", "speedup_vs_": "ms"}
 
 
 def _derived(key: str):
@@ -361,9 +363,9 @@ def _derive(data: dict, topic: str, r: dict, key: str):
     variant = key[len(prefix):]
     base = next((b for b in data.get("records", []) if b["topic"] == topic and b["impl"] == r["impl"]
                  and b["variant"] == variant and b["shape"] == r["shape"]), None)
-    if base is None or r.get(field) is None or not base.get(field):
+    if base is None or not r.get(field) or not base.get(field):
         return None
-    return r[field] / base[field]
+    return base[field] / r[field] if prefix == "speedup_vs_" else r[field] / base[field]
 
 
 def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
@@ -381,8 +383,11 @@ def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
     def header(c):
         if _derived(c) and c not in head:
             prefix = _derived(c)[0]
+            base = c[len(prefix):]
+            if prefix == "speedup_vs_":
+                return f"加速比（相对 {base}）" if lang == "zh" else f"speed-up over {base}"
             what = {"time_vs_": ("时间", "time"), "energy_vs_": ("能耗", "energy")}[prefix][lang == "en"]
-            return f"{what} / {c[len(prefix):]}"
+            return f"{what} / {base}"
         return head.get(c, c)
     lines = ["| " + " | ".join(header(c) for c in columns) + " |",
              "|" + "|".join("---:" if c not in ("impl", "variant", "ref") else "---" for c in columns) + "|"]

@@ -74,6 +74,9 @@ def check_operands(x, w, out, lib: str) -> tuple[int, int]:
         checks.require_dtype("out", out, np.float32)
         checks.require_contiguous("out", out)
         checks.require_same_shape("out", out, "x", x)
+        # x and w are __restrict__: a pixel written early would be read as
+        # input by the neighbouring threads that have not loaded it yet
+        checks.require_no_overlap("out", out, x=x, w=w)
     return H, W
 
 

@@ -11,7 +11,8 @@ And one more in CUDA C, from the memory chapter:
   experiments.
 
 The wrappers check their arguments (device arrays, float32, 1-D,
-C-contiguous, matching shapes) before anything is launched.
+C-contiguous, matching shapes, an out that shares no memory with a or b)
+before anything is launched.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ def vector_add_cupy(a, b, out=None, *, threads: int = 256, variant: str = "guard
         out = cp.empty_like(a)
     else:
         checks.require_vector_like("out", out, "a", a, np.float32, lib="cupy")
+        checks.require_no_overlap("out", out, a=a, b=b)  # the kernel's pointers are __restrict__
     if n == 0:
         return out
     if variant.startswith("vec4") and not vec4_aligned(a, b, out):
@@ -147,6 +149,7 @@ def vector_add_numba(a, b, out=None, *, threads: int = 256, variant: str = "guar
         out = cuda.device_array(n, dtype=np.float32)
     else:
         checks.require_vector_like("out", out, "a", a, np.float32, lib="numba")
+        checks.require_no_overlap("out", out, a=a, b=b)
     if n == 0:
         return out
     if variant == "guard":

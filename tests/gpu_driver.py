@@ -89,6 +89,15 @@ def matmul() -> None:
             launch(C)
             err = harness.rel_err(C, ref)
             assert err < 1e-5, (M, N, K, name, err)
+    for n in (32, 96):  # source 001's kernels: square, N a multiple of 32 (they check no bounds)
+        A = cp.random.standard_normal((n, n), dtype=cp.float32)
+        B = cp.random.standard_normal((n, n), dtype=cp.float32)
+        ref = A.astype(cp.float64) @ B.astype(cp.float64)
+        for kernel in mm.SOURCE_001:
+            C = cp.full((n, n), cp.nan, dtype=cp.float32)
+            mm.matmul_source001(A, B, C, kernel=kernel)
+            err = harness.rel_err(C, ref)
+            assert err < 1e-5, (n, kernel, err)
 
 
 def memory() -> None:

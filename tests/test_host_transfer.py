@@ -277,14 +277,15 @@ def test_cupy_managed_and_zero_copy_see_host_writes():
     h = ht.host_view(m)
     h[:] = x
     np.testing.assert_array_equal(cp.asnumpy(ht.scale_cupy(ht.prefetch_to_gpu(m))), 2 * x)
-    ht.scale_cupy(m, m)  # in place, on the GPU
+    m2 = ht.managed_empty(x.size)
+    ht.scale_cupy(m, m2)  # managed to managed, on the GPU
     cp.cuda.Device().synchronize()
-    np.testing.assert_array_equal(h, 2 * x)
+    np.testing.assert_array_equal(ht.host_view(m2), 2 * x)
     p = pinned(x.size, seed=10)
-    z = ht.zero_copy_view(p)
-    ht.scale_cupy(z, z)  # the kernel writes host memory
+    p2 = pinned(x.size, seed=11)
+    ht.scale_cupy(ht.zero_copy_view(p), ht.zero_copy_view(p2))  # the kernel reads and writes host memory
     cp.cuda.Device().synchronize()
-    np.testing.assert_array_equal(p, 2 * x)
+    np.testing.assert_array_equal(p2, 2 * x)
 
 
 @pytest.mark.gpu

@@ -300,3 +300,88 @@ def test_example_cupy_allocates_c_and_rejects_bad_input():
     for call, exc, match in cases:
         with pytest.raises(exc, match=match):
             call()
+
+
+# ------------------------------------------- outputs that alias inputs --
+
+def _overlap_cases(to_device, n):
+    """(A, B, C, should_raise, name of the input C overlaps): C equal to A,
+    C a view half a matrix into A's buffer, C equal to B, and C right after
+    A in the same buffer (adjacent, sharing no byte: allowed)."""
+    buf = to_device(np.random.default_rng(n).standard_normal(3 * n * n, dtype=np.float32))
+    A = buf[:n * n].reshape(n, n)
+    B = buf[2 * n * n:].reshape(n, n)
+    return [(A, B, A, True, "A"), (A, B, buf[n * n // 2:n * n // 2 + n * n].reshape(n, n), True, "A"),
+            (A, B, B, True, "B"), (A, B, buf[n * n:2 * n * n].reshape(n, n), False, None)]
+
+
+def _check_overlap_cases(matmul, to_device, n, host):
+    for A, B, C, should_raise, name in _overlap_cases(to_device, n):
+        if should_raise:
+            with pytest.raises(ValueError, match=f"C must not overlap {name}"):
+                matmul(A, B, C)
+        else:
+            assert matmul(A, B, C) is C
+            assert rel_err(host(C), host(A), host(B)) < RTOL
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wrapper", ["matmul_cupy", "matmul_warptiled_config", "cublas_matmul",
+                                     "matmul_source001", "example matmul_cupy", "example matmul_source001"])
+def test_cupy_wrappers_reject_c_overlapping_a_or_b(wrapper):
+    """At 512^3 (256 blocks of the 32 x 32 steps, 16 of the 128 x 128 ones):
+    a kernel run on an aliased C would overwrite A or B under other blocks."""
+    import cupy as cp
+    from kernels.bench.matmul import CONFIGS
+
+    calls = {"matmul_cupy": mm.matmul_cupy, "cublas_matmul": mm.cublas_matmul,
+             "matmul_warptiled_config": lambda A, B, C: mm.matmul_warptiled_config(A, B, C, CONFIGS[0]),
+             "matmul_source001": mm.matmul_source001,
+             "example matmul_cupy": example().matmul_cupy, "example matmul_source001": example().matmul_source001}
+    _check_overlap_cases(calls[wrapper], cp.asarray, 512, lambda x: x.get())
+
+
+def test_numba_wrapper_rejects_c_overlapping_a_or_b():
+    """64^3 with 16 x 16 tiles is 16 blocks; the check runs before any launch,
+    so the simulator only runs the allowed, adjacent case."""
+    n = 64 if numba_simulator() else 512
+    _check_overlap_cases(lambda A, B, C: mm.matmul_numba(A, B, C, variant="smem_tiled"),
+                         cuda.to_device, n, lambda x: x.copy_to_host())
+
+
+# ------------------------------------- source 001's kernels, as printed --
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [32, 96, 1024])
+@pytest.mark.parametrize("kernel", mm.SOURCE_001)
+def test_source_001_kernels(kernel, n):
+    """Library and example launchers of matMulNaive / matMulShared /
+    matMulILP on a NaN-poisoned C, at N = 32, 96 and 1024 (a multiple of 32,
+    which is all they handle)."""
+    import cupy as cp
+
+    A, B = (cp.asarray(x) for x in operands(n, n, n))
+    for launch in (mm.matmul_source001, example().matmul_source001):
+        C = cp.full((n, n), cp.nan, dtype=cp.float32)
+        assert launch(A, B, C, kernel=kernel) is C
+        assert rel_err(C.get(), A.get(), B.get()) < RTOL, (launch, kernel, n)
+
+
+@pytest.mark.gpu
+def test_source_001_launchers_refuse_what_the_kernels_get_wrong():
+    import cupy as cp
+
+    for launch in (mm.matmul_source001, example().matmul_source001):
+        for M, N in ((33, 33), (64, 32)):
+            A, B = cp.ones((M, M), dtype=cp.float32), cp.ones((M, N), dtype=cp.float32)
+            with pytest.raises(ValueError):
+                launch(A, B, cp.empty((M, N), dtype=cp.float32))
+        x = cp.ones((64, 64), dtype=cp.float32)
+        with pytest.raises(ValueError, match="kernel"):
+            launch(x, x, cp.empty_like(x), kernel="matMulFast")
+
+
+@pytest.mark.gpu
+def test_example_source_001_table():
+    times = example().source_001_table(256)
+    assert set(times) == set(mm.SOURCE_001) and all(t > 0 for t in times.values())

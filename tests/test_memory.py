@@ -49,9 +49,24 @@ def test_global_chase_ends_where_the_chain_says(nbytes, stride, steps, l2_only):
     np.testing.assert_array_equal(host, start + succ.astype(np.uint64) * stride)
     r = memory.latency_global(nbytes, stride=stride, steps=steps, l2_only=l2_only, seed=3)
     nodes = nbytes // stride
-    want = walk(succ, 0, nodes + steps)  # warm walks the whole chain once
+    assert r["warm"] == nodes  # by default a chain this short is walked once untimed
+    want = walk(succ, 0, r["warm"] + steps)
     assert r["end"] == want * stride
     assert r["cycles"] > 0 and r["ns"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nbytes,warm,want_warm", [(16 << 10, 0, 0), (16 << 10, 7, 7), (1 << 26, None, 1 << 19),
+                                                   ((1 << 26) + 128, None, 0)])
+def test_global_chase_reports_its_warm_up(nbytes, warm, want_warm):
+    """The result says how many untimed loads came first (the bench predicts
+    where the chase stops from it): as asked, or by default one walk of a
+    chain of at most 2^19 nodes and none beyond."""
+    r = memory.latency_global(nbytes, steps=100, warm=warm, seed=4)
+    assert r["warm"] == want_warm
+    assert r["end"] == walk(memory.random_cycle(r["nodes"], seed=4), 0, want_warm + 100) * 128
+    with pytest.raises(ValueError, match="warm"):
+        memory.latency_global(nbytes, steps=100, warm=-1)
 
 
 @pytest.mark.gpu

@@ -362,6 +362,9 @@ def test_table_order_and_derived_columns():
     assert by_ratio == ["| fast |", "| mid |", "| naive |"]
     table = results.render_table(data, "t", ["variant", "time_vs_naive", "energy_vs_mid"], "en", order="step")
     assert "| fast | 0.250 | 0.500 |" in table and "time / naive" in table and "energy / mid" in table
+    speed = results.render_table(data, "t", ["variant", "speedup_vs_naive"], "en", order="step")
+    assert "| fast | 4.000 |" in speed and "| naive | 1.000 |" in speed and "speed-up over naive" in speed
+    assert "加速比（相对 naive）" in results.render_table(data, "t", ["speedup_vs_naive"], "zh")
 
 
 def _by(topic, key=lambda r: (r["impl"], r["variant"])):
@@ -544,6 +547,10 @@ def test_four_step_results_hold():
     assert c["tiled32"]["energy_j_per_gflop"] < c["tiled8"]["energy_j_per_gflop"]   # not "+12 %"
     assert abs(c["tiled32"]["ms"] / c["tiled8"]["ms"] - 1) < 0.1                  # nor slower: about equal
     assert all(c[v]["occupancy"] == 1.0 for v in c)                               # theoretical (the driver's)
+    achieved = {v: c[v]["achieved_occupancy"] for v in c}                        # Nsight Compute's
+    assert all(0.5 < a < c[v]["occupancy"] for v, a in achieved.items())          # below theoretical, every step
+    assert min(achieved, key=achieved.get) == "naive"                             # lowest for the baseline
+    assert max(achieved.values()) - min(achieved.values()) < 0.2                  # a spread of a few points
     assert fs[("numba", "tiled16")]["ms"] < fs[("numba", "coalesced")]["ms"] < c["naive"]["ms"]
 
 

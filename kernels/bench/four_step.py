@@ -8,10 +8,22 @@ from NVML over >= 2 s and its ratio to step 1, the kernel's registers,
 shared memory and the driver's occupancy, rel_err against a float64
 product on a NaN-poisoned output. ref = step 1 (naive CUDA C), so ratio is
 the speed-up over the baseline.
+
+Achieved occupancy (the average fraction of warp slots in use while an SM
+is busy) has no CUDA API; Nsight Compute measures it. Each CUDA C step's
+record carries `achieved_occupancy` from one profiled launch per step at
+the same size, in a child process under
+`ncu --clock-control none --metrics sm__warps_active.avg.pct_of_peak_sustained_active`
+(the clocks are left as the timing runs saw them), beside the driver's
+theoretical `occupancy`. Without ncu on PATH the bench stops and says so.
 """
 
 from __future__ import annotations
 
+import csv
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +33,52 @@ from . import plotting
 
 TOPIC = "four_step"
 SIZE, QUICK_SIZE = 8192, 2048
+
+
+ACHIEVED = "sm__warps_active.avg.pct_of_peak_sustained_active"
+
+
+def achieved_occupancy(n: int) -> dict[str, float]:
+    """{variant: achieved occupancy (0..1)} of every CUDA C step at n x n,
+    from Nsight Compute profiling this module's child (one launch per step)."""
+    from .. import stencil as st
+
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        raise RuntimeError("four_step records achieved occupancy with Nsight Compute: put ncu on PATH")
+    cmd = [ncu, "--clock-control", "none", "--metrics", ACHIEVED, "--csv", "-k", "regex:^conv_",
+           sys.executable, "-m", "kernels.bench.four_step", "--launch-each", str(n)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    rows = [r for r in csv.reader(line for line in proc.stdout.splitlines() if line.startswith('"'))]
+    if proc.returncode or not rows:
+        raise RuntimeError(f"ncu failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    head = rows[0]
+    name, metric, value = (head.index(k) for k in ("Kernel Name", "Metric Name", "Metric Value"))
+    found = {}
+    for r in rows[1:]:
+        if r[metric] == ACHIEVED:
+            found[r[name].split("(")[0].strip()] = float(r[value].replace(",", "")) / 100
+    missing = [v for v in st.VARIANTS if f"conv_{v}" not in found]
+    if missing:
+        raise RuntimeError(f"ncu reported no {ACHIEVED} for {missing}; it reported {sorted(found)}")
+    return {v: found[f"conv_{v}"] for v in st.VARIANTS}
+
+
+def launch_each(n: int) -> None:
+    """The child ncu profiles: every CUDA C step once at n x n, checked."""
+    import cupy as cp
+
+    from .. import harness, stencil as st
+
+    rng = cp.random.default_rng(0)
+    x = rng.standard_normal((n, n), dtype=cp.float32)
+    w = rng.standard_normal((st.KW, st.KW), dtype=cp.float32)
+    ref = st.reference(x, w, xp=cp)
+    for variant in st.VARIANTS:
+        out = st.conv2d_cupy(x, w, variant=variant)
+        err = harness.rel_err(out, ref)
+        if not err < 1e-5:
+            raise RuntimeError(f"{variant}: rel_err {err}")
 
 
 def measure(quick: bool = False) -> list[dict]:
@@ -42,6 +100,7 @@ def measure(quick: bool = False) -> list[dict]:
     x0, o0 = sets[0][:2]
     ref = st.reference(x0, w, xp=cp)  # float64, on the GPU
     gflop = st.flops(n, n) / 1e9
+    achieved = achieved_occupancy(n)
     records, base = [], {}
     entries = [("cupy", v) for v in st.VARIANTS] + [("numba", v) for v in st.NUMBA_VARIANTS]
     for impl, variant in entries:
@@ -54,6 +113,7 @@ def measure(quick: bool = False) -> list[dict]:
             def launch(x, o, *_, kern=kern, blocks=blocks, threads=threads):
                 kern(blocks, threads, (x, w, o, np.int32(n), np.int32(n)))
             extra = kernel_attributes(kern, int(np.prod(threads)))
+            extra["achieved_occupancy"] = achieved[variant]
         else:
             def launch(x, o, nx, no, variant=variant):
                 st.conv2d_numba(nx, nw, no, variant=variant)
@@ -112,3 +172,9 @@ def summary(data: dict) -> list[str]:
                    f"{r['gbps']:7.0f} {r['ratio']:8.2f} {r['energy_j_per_gflop']:8.4f} "
                    f"{r['energy_ratio_to_naive']:8.3f} {r.get('regs', 0):4} {r.get('occupancy', 0):5.2f}")
     return out
+
+
+if __name__ == "__main__":  # the child of achieved_occupancy: python -m kernels.bench.four_step --launch-each N
+    if sys.argv[1:2] != ["--launch-each"] or len(sys.argv) != 3:
+        sys.exit("usage: python -m kernels.bench.four_step --launch-each N")
+    launch_each(int(sys.argv[2]))

@@ -49,12 +49,6 @@ def chain_end(nodes: int, seed: int, steps: int) -> int:
     return int(order[(pos[0] + steps) % nodes])
 
 
-def default_warm(nodes: int, warm: bool) -> int:
-    """The untimed steps kernels.memory.latency_global takes (warm=None: one
-    walk of the chain if it has at most 2^19 nodes)."""
-    return (nodes if nodes <= 1 << 19 else 0) if warm else 0
-
-
 def _median_run(fn, repeats: int, want_end) -> dict:
     """Median over seeds; each run's chase must end where its chain says
     (a chase that skipped or repeated a load would end elsewhere)."""
@@ -91,13 +85,11 @@ def measure(quick: bool = False) -> list[dict]:
         lat = _median_run(lambda s: memory.latency_global(nbytes, stride=STRIDE, steps=4096,
                                                           warm=None if warm else 0, l2_only=l2_only,
                                                           seed=s), repeats,
-                           lambda r, s, w=warm: STRIDE * chain_end(r["nodes"], s, default_warm(r["nodes"], w)
-                                                                   + r["steps"]))
+                          lambda r, s: STRIDE * chain_end(r["nodes"], s, r["warm"] + r["steps"]))
         records.append(_record("cupy", variant, nbytes, lat, ref["id"], shared["ns"], l2_only=l2_only))
     for nbytes in (QUICK_FOOTPRINTS if quick else FOOTPRINTS):
         lat = _median_run(lambda s: memory.latency_global(nbytes, stride=STRIDE, steps=4096, seed=s), repeats,
-                          lambda r, s: STRIDE * chain_end(r["nodes"], s, default_warm(r["nodes"], True)
-                                                          + r["steps"]))
+                          lambda r, s: STRIDE * chain_end(r["nodes"], s, r["warm"] + r["steps"]))
         records.append(_record("cupy", "footprint", nbytes, lat, ref["id"], shared["ns"], l2_only=False))
     for variant in ("l1", "hbm"):
         nbytes = NAMED[variant][0]

@@ -9,7 +9,9 @@ over >= 2 s with its ratio to the naive CUDA C step, the kernel's
 registers, shared and local memory and the driver's occupancy, and the
 arithmetic intensity of its global loads (FLOP per byte requested).
 A sweep of step 8's tuning knobs (CONFIGS) is recorded as variants
-`warptiled_t/<config>` (tuning: true) at 4096^3 and 8192^3.
+`warptiled_t/<config>` (tuning: true) at 4096^3 and 8192^3. Source 001's
+three kernels, as it prints them, are recorded as variants matMulNaive,
+matMulShared and matMulILP (source: "001", time only).
 """
 
 from __future__ import annotations
@@ -115,6 +117,11 @@ def measure(quick: bool = False) -> list[dict]:
             rec = run("cupy", variant, lambda A, B, C, v=variant: mm.matmul_cupy(A, B, C, variant=v), extra)
             if variant == "naive":
                 naive_energy[n] = rec["energy_j_per_gflop"]
+        for step, kernel in enumerate(mm.SOURCE_001, start=1):  # source 001's table, as printed
+            run("cupy", kernel, lambda A, B, C, k=kernel: mm.matmul_source001(A, B, C, kernel=k),
+                dict(source="001", source_step=step, intensity=2 / 8 if step == 1 else tile_intensity(32, 32),
+                     **kernel_attributes(mm.cupy_module(mm.CUDA_SOURCE.name).get_function(kernel), 1024)),
+                energy=False)
         for step, variant in enumerate(mm.NUMBA_KERNELS, start=1):
             run("numba", variant, lambda A, B, C, v=variant: mm.matmul_numba(A, B, C, variant=v),
                 dict(step=step, intensity=intensity("numba", variant)), arg_sets=nb_args)

@@ -137,8 +137,12 @@ matmul_blocktile_1d(const float* __restrict__ A, const float* __restrict__ B,
 // Step 5: 2D register blocking. 256 threads compute a 128 x 128 tile of C,
 // each thread an 8 x 8 sub-tile: per k it loads TM values of A and TN of B
 // into registers and does TM * TN = 64 FMAs with them (an outer product),
-// so 16 shared loads feed 64 FMAs. Still slow: scalar global loads, and the
-// A column each thread reads from shared memory is strided (bank conflicts).
+// so 16 shared loads feed 64 FMAs. Still slow: scalar global loads, and
+// bank conflicts on B: the compiler merges each thread's reads into float4
+// loads, and a warp's 16 column-threads read float4s 32 bytes apart, so
+// every fourth of them falls in the same four banks. A is not the cause:
+// ncu counts as many shared-load conflicts here as in step 6, whose A tile
+// is transposed (and its B reads are the same); step 8 removes them.
 namespace bt2 {
 constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8;
 constexpr int THREADS = (BM / TM) * (BN / TN);  // 256
@@ -292,7 +296,8 @@ matmul_vectorized(const float* __restrict__ A, const float* __restrict__ B,
         __syncthreads();
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
-            float a[TM], b[TN];
+            __align__(16) float a[TM];  // written as float4s: 16-byte aligned even if
+            __align__(16) float b[TN];  // the compiler puts them in local memory
 #pragma unroll
             for (int i = 0; i < TM; i += 4)
                 *reinterpret_cast<float4*>(&a[i]) = *reinterpret_cast<const float4*>(&As[k * LDA + trow * TM + i]);
@@ -360,7 +365,8 @@ matmul_double_buffered(const float* __restrict__ A, const float* __restrict__ B,
         }
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
-            float a[TM], b[TN];
+            __align__(16) float a[TM];  // written as float4s: 16-byte aligned even if
+            __align__(16) float b[TN];  // the compiler puts them in local memory
 #pragma unroll
             for (int i = 0; i < TM; i += 4)
                 *reinterpret_cast<float4*>(&a[i]) =
@@ -451,7 +457,10 @@ __device__ __forceinline__ void warptiled(const float* __restrict__ A, const flo
         // a[k & 1], b[k & 1]: this thread's TM values of A and TN of B at k.
         // With PREFETCH the loads for k + 1 are issued before the FMAs of k,
         // so shared-memory latency hides behind 64 FMAs (two register sets).
-        float a[PREFETCH ? 2 : 1][TM], b[PREFETCH ? 2 : 1][TN];
+        // Written as float4s, so 16-byte aligned: the register-capped variants
+        // (__launch_bounds__(128, 3 or 4)) place them in local memory.
+        __align__(16) float a[PREFETCH ? 2 : 1][TM];
+        __align__(16) float b[PREFETCH ? 2 : 1][TN];
         auto load_frag = [&](int k, int s) {
 #pragma unroll
             for (int i = 0; i < TM; i += 4)
@@ -559,3 +568,70 @@ matmul_autotuned(const float* __restrict__ A, const float* __restrict__ B,
     warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, true>(A, B, C, M, N, K);
 }
 // --8<-- [end:matmul_autotuned]
+
+// --8<-- [start:source_001]
+// Source 001's three matmul kernels, as it prints them (only extern "C"
+// added, so CuPy finds them by name). Square N x N matrices, a 32 x 32
+// block of threads, one output per thread. None of them checks bounds:
+// matMulShared and matMulILP are correct only when N is a multiple of 32
+// (the wrapper refuses other N). matMulILP is matMulShared with the k loop
+// split into four partial sums, four independent FMA chains per thread.
+extern "C" __global__ void matMulNaive(float* A, float* B, float* C, int N) {
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+
+    float sum = 0.0f;
+    for (int k = 0; k < N; k++) {
+        sum += A[row * N + k] * B[k * N + col];
+    }
+    C[row * N + col] = sum;
+}
+
+extern "C" __global__ void matMulShared(float* A, float* B, float* C, int N) {
+    __shared__ float tileA[32][32];
+    __shared__ float tileB[32][32];
+
+    int row = blockIdx.y * 32 + threadIdx.y;
+    int col = blockIdx.x * 32 + threadIdx.x;
+
+    float sum = 0.0f;
+    for (int t = 0; t < (N + 31) / 32; t++) {
+        tileA[threadIdx.y][threadIdx.x] = A[row * N + (t * 32 + threadIdx.x)];
+        tileB[threadIdx.y][threadIdx.x] = B[(t * 32 + threadIdx.y) * N + col];
+        __syncthreads();
+
+        for (int k = 0; k < 32; k++) {
+            sum += tileA[threadIdx.y][k] * tileB[k][threadIdx.x];
+        }
+        __syncthreads();
+    }
+    C[row * N + col] = sum;
+}
+
+extern "C" __global__ void matMulILP(float* A, float* B, float* C, int N) {
+    __shared__ float tileA[32][32];
+    __shared__ float tileB[32][32];
+
+    int row = blockIdx.y * 32 + threadIdx.y;
+    int col = blockIdx.x * 32 + threadIdx.x;
+
+    float sum0 = 0.0f, sum1 = 0.0f, sum2 = 0.0f, sum3 = 0.0f;
+
+    for (int t = 0; t < (N + 31) / 32; t++) {
+        tileA[threadIdx.y][threadIdx.x] = A[row * N + (t * 32 + threadIdx.x)];
+        tileB[threadIdx.y][threadIdx.x] = B[(t * 32 + threadIdx.y) * N + col];
+        __syncthreads();
+
+        // unrolled: four independent partial sums (the source's "ILP 4x")
+        #pragma unroll
+        for (int k = 0; k < 32; k += 4) {
+            sum0 += tileA[threadIdx.y][k] * tileB[k][threadIdx.x];
+            sum1 += tileA[threadIdx.y][k+1] * tileB[k+1][threadIdx.x];
+            sum2 += tileA[threadIdx.y][k+2] * tileB[k+2][threadIdx.x];
+            sum3 += tileA[threadIdx.y][k+3] * tileB[k+3][threadIdx.x];
+        }
+        __syncthreads();
+    }
+    C[row * N + col] = sum0 + sum1 + sum2 + sum3;
+}
+// --8<-- [end:source_001]
