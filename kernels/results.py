@@ -27,17 +27,21 @@ ENV_REQUIRED = ("gpu", "compute_capability", "driver", "cuda_runtime", "cupy", "
 
 
 # ------------------------------------------------------------- freshness --
-# Each topic's stamp records what it measured: a hash of the code of every
-# kernel source its bench module imports (kernels/<x>.py modules, found by
-# their imports, and the .cu files they name). Comments, docstrings and
-# layout do not count; code does. tests/test_results.py lists the topics
-# whose sources changed since they were measured.
+# Each topic's stamp records what it measured: a hash of the code of each
+# definition it runs. That is every top-level definition (function, class,
+# assignment) of the kernels/<x>.py modules its bench module imports (found
+# by their imports, transitively), the bench module's own definitions that
+# its measure() reaches, and each .cu file those name. Definitions are keyed
+# by name, not by file, so moving one between modules (a refactor) keeps the
+# stamp, while changing its code changes it. Comments, docstrings, imports
+# and layout do not count. tests/test_results.py lists the topics whose
+# code changed since they were measured.
 
 NOT_KERNELS = {"harness", "results", "checks", "device", "standalone", "sass", "__init__"}
 KERNELS_DIR = ROOT / "kernels"
 
 
-def _imported_modules(path: Path) -> set[str]:
+def _imported_modules(path: Path, kernels_dir: Path = KERNELS_DIR) -> set[str]:
     """Names of the kernels/<x>.py modules (not the infrastructure in
     NOT_KERNELS) that a module imports, relatively or as kernels.<x>."""
     import ast
@@ -50,34 +54,87 @@ def _imported_modules(path: Path) -> set[str]:
         if node.level:
             pkg = path.parent.parents[node.level - 2] if node.level > 1 else path.parent
         elif parts[:1] == ["kernels"]:
-            pkg, parts = KERNELS_DIR, parts[1:]
+            pkg, parts = kernels_dir, parts[1:]
         else:
             continue
         target = pkg.joinpath(*parts)
         files = ([target.with_suffix(".py")] if parts else []) + [target / f"{a.name}.py" for a in node.names]
         out.update(f.stem for f in files
-                   if f.parent == KERNELS_DIR and f.is_file() and f.stem not in NOT_KERNELS)
+                   if f.parent == kernels_dir and f.is_file() and f.stem not in NOT_KERNELS)
     return out
 
 
-def topic_source_files(bench_module_file: str | Path) -> list[Path]:
+def topic_source_files(bench_module_file: str | Path, kernels_dir: Path = KERNELS_DIR) -> list[Path]:
     """The kernel sources a bench module measures: the kernel modules it
     imports (and those they import), and the .cu files they name."""
     import re
 
-    todo, seen = list(_imported_modules(Path(bench_module_file))), set()
+    todo, seen = list(_imported_modules(Path(bench_module_file), kernels_dir)), set()
     while todo:
         m = todo.pop()
         if m in seen:
             continue
         seen.add(m)
-        todo += list(_imported_modules(KERNELS_DIR / f"{m}.py"))
-    files = [KERNELS_DIR / f"{m}.py" for m in sorted(seen)]
-    for f in list(files):
+        todo += list(_imported_modules(kernels_dir / f"{m}.py", kernels_dir))
+    files = [kernels_dir / f"{m}.py" for m in sorted(seen)]
+    for f in list(files) + [Path(bench_module_file)]:
         for cu in sorted(set(re.findall(r"\b(\w+\.cuh?)\b", f.read_text()))):
-            if (KERNELS_DIR / "cuda" / cu).is_file() and KERNELS_DIR / "cuda" / cu not in files:
-                files.append(KERNELS_DIR / "cuda" / cu)
+            if (kernels_dir / "cuda" / cu).is_file() and kernels_dir / "cuda" / cu not in files:
+                files.append(kernels_dir / "cuda" / cu)
     return files
+
+
+def _definitions(text: str) -> list[tuple[str, str, set[str]]]:
+    """(name, source, names it uses) of each top-level statement of a module
+    but its imports and docstring; an assignment is named by its targets, any
+    other statement by its code hash."""
+    import ast
+
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    out = []
+    for i, node in enumerate(tree.body):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # the module docstring
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        src = "".join(lines[first - 1:node.end_lineno])
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            name = node.name
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            name = ",".join(sorted(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)))
+        else:
+            name = "<" + code_hash("s.py", src) + ">"
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        out.append((name, src, used))
+    return out
+
+
+def topic_sources(bench_module_file: str | Path, kernels_dir: Path = KERNELS_DIR) -> dict[str, str]:
+    """{definition name or .cu file: code hash} of what a topic measures (see
+    above). Two modules defining one name: their hashes joined, sorted."""
+    bench = Path(bench_module_file)
+    found: dict[str, list[str]] = {}
+    files = topic_source_files(bench, kernels_dir)
+    for f in files:
+        if f.suffix == ".py":
+            for name, src, _ in _definitions(f.read_text()):
+                found.setdefault(name, []).append(code_hash("d.py", src))
+        else:
+            found[f"cuda/{f.name}"] = [code_hash(f.name, f.read_text())]
+    defs = {name: (src, used) for name, src, used in _definitions(bench.read_text())}
+    todo, reached = ["measure"], set()
+    while todo:  # the bench module's definitions that measure() reaches
+        name = todo.pop()
+        if name in reached or name not in defs:
+            continue
+        reached.add(name)
+        todo += [d for d in defs if set(d.split(",")) & defs[name][1]]
+    for name in sorted(reached):
+        found.setdefault(name, []).append(code_hash("d.py", defs[name][0]))
+    return {k: "+".join(sorted(v)) for k, v in sorted(found.items())}
 
 
 def code_hash(name: str, text: str) -> str:
@@ -112,12 +169,6 @@ def code_hash(name: str, text: str) -> str:
     else:
         norm = " ".join(re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S).split())
     return hashlib.sha256(norm.encode()).hexdigest()[:12]
-
-
-def topic_sources(bench_module_file: str | Path) -> dict[str, str]:
-    """{path relative to the repository: code hash} of a topic's kernel sources."""
-    return {f.relative_to(ROOT).as_posix(): code_hash(f.name, f.read_text())
-            for f in topic_source_files(bench_module_file)}
 
 
 def stale_topics(data: dict, bench_files: dict[str, Path]) -> dict[str, list[str]]:
