@@ -149,6 +149,29 @@ def matmul_warptiled_config(A, B, C, cfg):
     return C
 
 
+# Step 8's tuning knobs, (BM, BN, BK, WM, WN, TM, TN, THREADS, MIN_BLOCKS,
+# PREFETCH): steps 8 and 9, and the twelve best of a first sweep of 96
+# configurations (every shape of the template that fits 48 KB of static
+# shared memory without spills), re-measured in every run
+# (kernels/bench/matmul.py; the occupancy chapter lists their resources).
+CONFIGS = (
+    (128, 128, 8, 32, 64, 8, 8, 256, 2, False),    # step 8
+    (128, 128, 8, 32, 64, 8, 8, 256, 2, True),     # step 9
+    (128, 128, 16, 32, 128, 8, 16, 128, 2, True),  # step 10
+    (128, 128, 16, 32, 128, 8, 16, 128, 2, False),
+    (128, 128, 16, 128, 32, 8, 16, 128, 2, False),
+    (128, 128, 16, 128, 32, 8, 16, 128, 2, True),
+    (128, 128, 16, 64, 64, 8, 16, 128, 2, True),
+    (128, 128, 16, 64, 32, 8, 8, 256, 2, False),
+    (128, 256, 8, 64, 64, 8, 16, 256, 1, True),
+    (128, 256, 8, 128, 32, 8, 16, 256, 1, True),
+    (128, 256, 8, 32, 128, 8, 16, 256, 1, True),
+    (128, 256, 8, 32, 128, 8, 16, 256, 1, False),
+    (256, 128, 8, 128, 32, 16, 8, 256, 1, True),
+    (256, 128, 8, 128, 32, 16, 8, 256, 1, False),
+)
+
+
 def threads_of(variant: str) -> int:
     t = _BLOCK_TILE[variant][2]
     return math.prod(t) if isinstance(t, tuple) else t

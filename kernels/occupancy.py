@@ -174,14 +174,13 @@ def all_cupy_kernels() -> list[tuple[str, object]]:
     extern "C" kernel of kernels/cuda/*.cu, and each template instantiation
     the benches sweep (matmul's CONFIGS, transpose's TUNING)."""
     from . import matmul, transpose
-    from .bench.matmul import CONFIGS
     from .device import cupy_module
 
     out = []
     for src in sorted(p.name for p in CUDA_DIR.glob("*.cu")):
         mod = cupy_module(src)
         out += [(f"{src[:-3]}/{name}", mod.get_function(name)) for name in cuda_entry_points(src)]
-    for cfg in CONFIGS:
+    for cfg in matmul.CONFIGS:
         out.append((f"matmul/{matmul.config_name(cfg)}", matmul.warptiled_config_kernel(cfg)))
     for cfg in transpose.TUNING:
         for move in (True, False):

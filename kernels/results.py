@@ -315,41 +315,25 @@ def validate(data: dict) -> list[str]:
 
 # ------------------------------------------------------------- rendering --
 
+# Labels of the keys every record can have (kernels.results.record, the
+# energy fields of kernels.harness, the kernel attributes of kernels.device).
+# A topic labels the keys it adds itself (LABELS in its kernels/bench module).
 HEADERS = {
     "zh": {"impl": "实现", "variant": "变体", "shape": "规模", "n": "元素数", "dtype": "类型",
            "ms": "时间 (ms)", "gbps": "带宽 (GB/s)", "tflops": "TFLOP/s", "ratio": "相对参考",
            "ref": "参考", "rel_err": "相对误差", "energy_j_per_gflop": "能耗 (J/GFLOP)",
            "energy_pj_per_byte": "能耗 (pJ/B)", "avg_power_w": "平均功率 (W)",
-           "gops": "G 步/s", "ratio_to_cp_sum": "相对 cupy.sum", "registers": "寄存器",
-           "local_bytes": "局部内存 (B)", "split": "路径 A 的 lane 数", "chains": "累加器数",
-           "step": "步", "intensity": "算术强度 (FLOP/B)", "regs": "寄存器", "smem_bytes": "共享内存 (B)",
+           "local_bytes": "局部内存 (B)", "step": "步", "regs": "寄存器", "smem_bytes": "共享内存 (B)",
            "occupancy": "占用率", "blocks_per_sm": "每 SM 块数", "energy_ratio_to_naive": "能耗 / 朴素版",
-           "cycles": "周期", "ns": "纳秒", "footprint_bytes": "链的大小",
-           "energy_pj_per_op": "能耗 (pJ/字或 FMA)", "energy_dynamic_pj_per_op": "高出空闲部分 (pJ)",
-           "relative_energy": "相对 FMA", "relative_energy_dynamic": "相对 FMA（高出空闲）",
-           "stride": "步长", "offset": "偏移", "sectors_per_request": "每个 warp 的扇区数",
-           "sector_model": "扇区模型", "calc_blocks_per_sm": "计算器：每 SM 块数",
-           "driver_blocks_per_sm": "驱动：每 SM 块数", "binding": "受限于", "dynamic_smem": "动态共享内存 (B)",
-           "threads": "线程数", "energy_j_per_call": "每次调用能耗 (J)",
-           "energy_j_above_idle": "高出空闲部分 (J)", "achieved_occupancy": "实测占用率（ncu）"},
+           "dynamic_smem": "动态共享内存 (B)", "threads": "线程数", "energy_j_per_call": "每次调用能耗 (J)"},
     "en": {"impl": "impl", "variant": "variant", "shape": "shape", "n": "elements", "dtype": "dtype",
            "ms": "time (ms)", "gbps": "bandwidth (GB/s)", "tflops": "TFLOP/s", "ratio": "ratio to ref",
            "ref": "reference", "rel_err": "rel. error", "energy_j_per_gflop": "energy (J/GFLOP)",
            "energy_pj_per_byte": "energy (pJ/B)", "avg_power_w": "avg. power (W)",
-           "gops": "Gsteps/s", "ratio_to_cp_sum": "ratio to cupy.sum", "registers": "registers",
-           "local_bytes": "local memory (B)", "split": "lanes on path A", "chains": "accumulators",
-           "step": "step", "intensity": "intensity (FLOP/B)", "regs": "registers", "smem_bytes": "shared (B)",
+           "local_bytes": "local memory (B)", "step": "step", "regs": "registers", "smem_bytes": "shared (B)",
            "occupancy": "occupancy", "blocks_per_sm": "blocks/SM", "energy_ratio_to_naive": "energy / naive",
-           "cycles": "cycles", "ns": "ns", "footprint_bytes": "footprint",
-           "energy_pj_per_op": "energy (pJ/word or FMA)", "energy_dynamic_pj_per_op": "above idle (pJ)",
-           "relative_energy": "× FMA", "relative_energy_dynamic": "× FMA (above idle)",
-           "stride": "stride", "offset": "offset", "sectors_per_request": "sectors per warp",
-           "sector_model": "sector model", "calc_blocks_per_sm": "calculator: blocks/SM",
-           "driver_blocks_per_sm": "driver: blocks/SM", "binding": "bound by", "dynamic_smem": "dynamic shared (B)",
-           "threads": "threads", "energy_j_per_call": "energy per call (J)",
-           "energy_j_above_idle": "above idle (J)", "achieved_occupancy": "achieved occupancy (ncu)"},
+           "dynamic_smem": "dynamic shared (B)", "threads": "threads", "energy_j_per_call": "energy per call (J)"},
 }
-
 
 def _fmt(key: str, value) -> str:
     if value is None:
@@ -420,16 +404,18 @@ def _derive(data: dict, topic: str, r: dict, key: str):
 
 
 def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
-                 where: dict | None = None, order: str | None = None) -> str:
+                 where: dict | None = None, order: str | None = None, labels: dict | None = None) -> str:
     """A markdown table of a topic's records; `order` names a key to sort by
-    ("-key": descending; records without it last), else impl, variant, size."""
+    ("-key": descending; records without it last), else impl, variant, size.
+    `labels` ({key: (Chinese, English)}) names the topic's own columns."""
     rows = select(data, topic, where)
     if not rows:
         return ""
     if order:  # "-key": largest first
         key, sign = (order[1:], -1) if order.startswith("-") else (order, 1)
         rows.sort(key=lambda r: (_value(r, key) is None, sign * (_value(r, key) or 0), r["shape"]))
-    head = HEADERS[lang]
+    head = dict(HEADERS[lang])
+    head.update({k: v[lang == "en"] for k, v in (labels or {}).items()})
 
     def header(c):
         if _derived(c) and c not in head:

@@ -4,7 +4,8 @@ Works without a GPU: nvcc compiles for sm_90, cuobjdump (with nvdisasm)
 disassembles; `pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`
 provides both where the CUDA toolkit lacks them (the `test` extra does).
 
-    python -m kernels.sass     # rewrite the listings the pages embed (docs/assets/sass/)
+Which listings the pages embed is each topic's LISTINGS (kernels/bench);
+`python -m kernels.bench.listings` rewrites them in docs/assets/sass/.
 """
 
 from __future__ import annotations
@@ -23,16 +24,6 @@ ROOT = Path(__file__).resolve().parent.parent
 CUDA = ROOT / "kernels" / "cuda"
 LISTINGS = ROOT / "docs" / "assets" / "sass"
 ARCH = "sm_90"
-
-# (source file, kernel) pairs whose SASS the pages show.
-SHOWN = [
-    ("divergence.cu", "seed_if_else"),
-    ("divergence.cu", "seed_ternary"),
-    ("divergence.cu", "branch_short"),
-    ("divergence.cu", "branch_long"),
-    ("ilp.cu", "int_div_mod"),
-    ("ilp.cu", "int_shift_mask"),
-]
 
 
 def _search_dirs() -> list[Path]:
@@ -127,9 +118,6 @@ def listing_text(src: str, kernel: str) -> str:
 
 
 # Instruction-count tables the pages include: (file name, source, kernels).
-COUNTED = [("int_counts.table", "ilp.cu", ("int_div_mod", "int_shift_mask"))]
-
-
 def counts_table(src: str, kernels: tuple[str, ...]) -> str:
     """A Markdown table: instructions per opcode in each kernel's SASS (whole kernel)."""
     counts = {k: opcodes(sass(src, k)) for k in kernels}
@@ -142,54 +130,13 @@ def counts_table(src: str, kernels: tuple[str, ...]) -> str:
     return "\n".join(lines) + "\n"
 
 
-# ptxas reports the pages include: (file name, source, explicit instantiations).
-# The occupancy chapter's sweep: the autotuned matmul under
-# __launch_bounds__(128, MIN_BLOCKS) for MIN_BLOCKS = 1 ... 4.
-AUTOTUNED_T = "matmul_warptiled_t<128, 128, 16, 32, 128, 8, 16, 128, {}, true>"
-REPORTED = [("autotuned_launch_bounds.ptxas", "matmul.cu", tuple(AUTOTUNED_T.format(m) for m in (1, 2, 3, 4)))]
-
-
-def ptxas_report(src: str, instances: tuple[str, ...]) -> str:
-    """ptxas -v's registers and spills for explicit template instantiations
-    of kernels in kernels/cuda/<src> (a temporary file includes the source
-    and instantiates them)."""
-    params = "(const float* __restrict__, const float* __restrict__, float* __restrict__, int, int, int)"
+def ptxas_verbose(src: str, instances: tuple[str, ...], params: str) -> str:
+    """ptxas -v's report for explicit template instantiations of kernels in
+    kernels/cuda/<src>: a temporary file includes the source and instantiates
+    each `template __global__ void <instance><params>;`."""
     lines = [f'#include "{CUDA / src}"'] + [f"template __global__ void {inst}{params};" for inst in instances]
     with tempfile.TemporaryDirectory() as tmp:
         cu = Path(tmp) / "instances.cu"
         cu.write_text("\n".join(lines) + "\n")
-        report = _run([tool("nvcc"), f"-arch={ARCH}", "-std=c++17", "-cubin", "-Xptxas", "-v",
-                       "-o", str(Path(tmp) / "k.cubin"), str(cu)])
-    out = [f"// ptxas -v for {ARCH} (nvcc -arch={ARCH} -cubin -Xptxas -v), {src}"]
-    for inst in instances:
-        minb = inst.split(",")[-2].strip()
-        for m in re.finditer(r"Function properties for (\S+)\s*\n\s*(\d+ bytes stack frame, \d+ bytes spill "
-                             r"stores, \d+ bytes spill loads)\s*\n.*?(Used \d+ registers)", report):
-            if "matmul_warptiled_t" in m.group(1) and f"Li{minb}ELb1E" in m.group(1):
-                out.append(f"__launch_bounds__(128, {minb}): {m.group(3)}, {m.group(2)}")
-    return "\n".join(out) + "\n"
-
-
-def write_listings() -> list[Path]:
-    LISTINGS.mkdir(parents=True, exist_ok=True)
-    written = []
-    for src, kernel in SHOWN:
-        path = LISTINGS / f"{kernel}.sass"
-        path.write_text(listing_text(src, kernel))
-        written.append(path)
-    for name, src, kernels in COUNTED:
-        path = LISTINGS / name
-        path.write_text(counts_table(src, kernels))
-        written.append(path)
-    for name, src, instances in REPORTED:
-        path = LISTINGS / name
-        path.write_text(ptxas_report(src, instances))
-        written.append(path)
-    return written
-
-
-if __name__ == "__main__":
-    if not available():
-        sys.exit("needs nvcc, cuobjdump and nvdisasm (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
-    for p in write_listings():
-        print(f"wrote {p.relative_to(ROOT)}")
+        return _run([tool("nvcc"), f"-arch={ARCH}", "-std=c++17", "-cubin", "-Xptxas", "-v",
+                     "-o", str(Path(tmp) / "k.cubin"), str(cu)])

@@ -89,7 +89,7 @@ def test_warptiled_configs_of_the_sweep():
     """Every configuration the bench sweeps is correct on a tail shape."""
     import cupy as cp
 
-    from kernels.bench.matmul import CONFIGS
+    from kernels.matmul import CONFIGS
 
     for shape in ((1000, 1013, 77), (1, 1, 1), (256, 512, 64)):
         A, B, ref = gpu_case(shape)
@@ -212,7 +212,7 @@ def example():
 def test_example_launches_the_steps_the_bench_measures():
     """Same steps, in ladder order, with the library's block tile and block size;
     the template configurations it checks are ones the tuning sweep runs."""
-    from kernels.bench.matmul import CONFIGS
+    from kernels.matmul import CONFIGS
 
     ex = example()
     assert tuple(ex.STEPS) == mm.VARIANTS
@@ -267,7 +267,7 @@ def test_example_cupy_ladder():
 @pytest.mark.parametrize("shape", [(1000, 1013, 77, 0), (256, 512, 64, 0), (260, 264, 68, 1)],
                          ids=lambda s: "x".join(map(str, s[:3])) + ("-unaligned" if s[3] else ""))
 def test_example_template_at_every_configuration_of_the_sweep(shape):
-    from kernels.bench.matmul import CONFIGS
+    from kernels.matmul import CONFIGS
 
     ex = example()
     M, N, K, offset = shape
@@ -332,7 +332,7 @@ def test_cupy_wrappers_reject_c_overlapping_a_or_b(wrapper):
     """At 512^3 (256 blocks of the 32 x 32 steps, 16 of the 128 x 128 ones):
     a kernel run on an aliased C would overwrite A or B under other blocks."""
     import cupy as cp
-    from kernels.bench.matmul import CONFIGS
+    from kernels.matmul import CONFIGS
 
     calls = {"matmul_cupy": mm.matmul_cupy, "cublas_matmul": mm.cublas_matmul,
              "matmul_warptiled_config": lambda A, B, C: mm.matmul_warptiled_config(A, B, C, CONFIGS[0]),

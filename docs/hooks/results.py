@@ -62,6 +62,12 @@ def _known_topics() -> set[str]:
     return set(TOPICS)
 
 
+def _labels(topic: str) -> dict:
+    from kernels.bench import labels
+
+    return labels(topic)
+
+
 def check_table(data: dict, topic: str, args: dict) -> None:
     """Fail on a filter that selects nothing, or a column or key no record has."""
     rows = results.select(data, topic)
@@ -80,6 +86,8 @@ def check_table(data: dict, topic: str, args: dict) -> None:
     for c in args.get("columns", "").split(","):
         if results._derived(c):
             continue
+        if c not in results.HEADERS["zh"] and c not in _labels(topic):
+            raise DirectiveError(f"column {c!r} has no label: add it to LABELS in kernels/bench/{topic}.py")
         if not any(results._value(r, c) is not None for r in chosen):
             raise DirectiveError(f"column {c!r} is empty in every selected {topic} record")
     order = args.get("order", "").lstrip("-")
@@ -112,7 +120,8 @@ def render(markdown: str, src_uri: str, lang: str, gpu: str) -> str:
         elif kind == "table":
             check_table(data, topic, args)
             where = dict(w.split(":", 1) for w in args.get("where", "").split(",") if w)
-            text = results.render_table(data, topic, args["columns"].split(","), lang, where, args.get("order"))
+            text = results.render_table(data, topic, args["columns"].split(","), lang, where, args.get("order"),
+                                        labels=_labels(topic))
         elif kind == "stamp":
             text = results.render_stamp(data, topic, lang)
         else:

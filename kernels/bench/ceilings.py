@@ -16,6 +16,7 @@ from pathlib import Path
 from .. import results
 
 TOPIC = "ceilings"
+ORDER = 0  # where the topic sorts: the chapters' order
 
 
 def copy_ceiling_record(topic: str, variant: str = "ceiling") -> tuple[dict, dict]:
@@ -79,3 +80,9 @@ def summary(data: dict) -> list[str]:
         out.append(f"{r['impl']:12} {r['variant']:8} {'x'.join(map(str, r['shape'])):>15} {r['ms']:9.4f} ms  "
                    f"{rate}  {r['avg_power_w']:.0f} W")
     return out
+
+
+def roof(data: dict) -> dict:
+    """The roofline's bandwidth ceiling: the device-to-device copy."""
+    bw = next((r["gbps"] for r in results.select(data, TOPIC) if r["impl"] == "cuda_memcpy"), None)
+    return {} if bw is None else {"gbps": bw}

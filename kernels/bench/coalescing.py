@@ -25,6 +25,14 @@ from . import plotting
 from .ceilings import copy_ceiling_record
 
 TOPIC = "coalescing"
+ORDER = 80  # where the topic sorts: the chapters' order
+# Column labels (Chinese, English) of the keys this topic adds to its records.
+LABELS = {
+    "stride": ("步长", "stride"),
+    "offset": ("偏移", "offset"),
+    "sectors_per_request": ("每个 warp 的扇区数", "sectors per warp"),
+    "sector_model": ("扇区模型", "sector model"),
+}
 N = 1 << 26
 POINTS = 1 << 26
 STRIDES = [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 20, 24, 28, 32]
@@ -183,3 +191,26 @@ def summary(data: dict) -> list[str]:
         pj = f"{r['energy_pj_per_byte']:7.0f}" if "energy_pj_per_byte" in r else f"{'':7}"
         out.append(f"{r['impl']:6} {r['variant']:16} {r['gbps']:8.0f} {r['ratio']:6.3f} {pj}")
     return out
+
+
+def sanitize() -> None:
+    """`make sanitize` (tests.gpu_driver, under compute-sanitizer): every CUDA C
+    kernel of this topic once, at odd sizes, its results checked."""
+
+    import cupy as cp
+
+    from kernels import memory as mem
+
+    for n in (1, 1000, 4099):
+        for stride in (1, 3, 32):
+            x = cp.random.random((n - 1) * stride + 1, dtype=cp.float32)
+            out = cp.full(n, cp.nan, dtype=cp.float32)
+            assert bool(cp.array_equal(mem.copy_strided_cupy(x, out, stride), x[::stride]))
+        for offset in (0, 1, 31):
+            x = cp.random.random(n + offset, dtype=cp.float32)
+            out = cp.full(n, cp.nan, dtype=cp.float32)
+            assert bool(cp.array_equal(mem.copy_offset_cupy(x, out, offset), x[offset:]))
+        aos = cp.random.standard_normal((n, 3), dtype=cp.float32)
+        for layout, p in (("aos", aos), ("soa", cp.ascontiguousarray(aos.T))):
+            assert bool(cp.allclose(mem.norm_cupy(p, layout), cp.linalg.norm(aos, axis=1), rtol=1e-6))
+            assert bool(cp.array_equal(mem.scale_x_cupy(p, layout), 2 * aos[:, 0]))

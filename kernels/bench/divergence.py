@@ -12,13 +12,24 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import results
+from .. import results, sass
 from . import plotting
 
 TOPIC = "divergence"
+ORDER = 30  # where the topic sorts: the chapters' order
+# Column labels (Chinese, English) of the keys this topic adds to its records.
+LABELS = {
+    "split": ("路径 A 的 lane 数", "lanes on path A"),
+}
 N = 1 << 22
 ITERS = 1024
 SPLITS = (0, 1, 8, 16, 31, 32)
+
+
+# The SASS listings the divergence page embeds (docs/assets/sass/;
+# python -m kernels.bench.listings rewrites them, a test keeps them current).
+LISTINGS = {f"{k}.sass": (lambda k=k: sass.listing_text("divergence.cu", k))
+            for k in ("seed_if_else", "seed_ternary", "branch_short", "branch_long")}
 
 
 def measure(quick: bool = False) -> list[dict]:
@@ -89,3 +100,21 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
 
 def summary(data: dict) -> list[str]:
     return [f"{r['variant']:32} {r['ms']:8.4f} ms  ratio {r['ratio']:.3f}" for r in results.select(data, TOPIC)]
+
+
+def sanitize() -> None:
+    """`make sanitize` (tests.gpu_driver, under compute-sanitizer): every CUDA C
+    kernel of this topic once, at odd sizes, its results checked."""
+    import cupy as cp
+
+    from kernels import divergence as dv
+
+    for n in (1, 1000, 2**16 + 3):
+        x = cp.random.random(n, dtype=cp.float32) + 0.5
+        for kind in dv.BRANCHES:
+            for split in (0, 1, 16, 32):
+                out = cp.full(n, cp.nan, dtype=cp.float32)
+                dv.branch_cupy(x, out, split=split, iters=8, kind=kind)
+                assert not bool(cp.isnan(out).any())
+        for kind in dv.SEED:
+            dv.seed_cupy(x.copy(), 1.0, kind=kind)

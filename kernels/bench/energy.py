@@ -28,6 +28,14 @@ from .. import results
 from . import plotting
 
 TOPIC = "energy"
+ORDER = 70  # where the topic sorts: the chapters' order
+# Column labels (Chinese, English) of the keys this topic adds to its records.
+LABELS = {
+    "energy_pj_per_op": ("能耗 (pJ/字或 FMA)", "energy (pJ/word or FMA)"),
+    "energy_dynamic_pj_per_op": ("高出空闲部分 (pJ)", "above idle (pJ)"),
+    "relative_energy": ("相对 FMA", "× FMA"),
+    "relative_energy_dynamic": ("相对 FMA（高出空闲）", "× FMA (above idle)"),
+}
 THREADS = 256
 BLOCKS_PER_SM = 8  # 2048 threads per SM: full occupancy for these kernels
 HBM_BYTES = 1 << 30
@@ -204,3 +212,35 @@ def summary(data: dict) -> list[str]:
         out.append(f"{r['variant']:8} {rate:>14} {r['energy_pj_per_op']:9.2f} "
                    f"{r['energy_dynamic_pj_per_op']:10.2f} {r['relative_energy']:7.1f} {r['avg_power_w']:6.0f}")
     return out
+
+
+# On the roofline: the FMA kernel, 16 * iters FLOP per 4 bytes (out written);
+# its throughput is also the roofline's compute ceiling.
+ROOFLINE = ("*", 5)
+
+
+def roofline_points(data: dict) -> list[tuple[str, float, float]]:
+    return [(f"{r['impl']} {r['variant']}", 16 * r["shape"][2] / 4, r["tflops"] * 1e3)
+            for r in results.select(data, TOPIC) if r["variant"] == "fma"]
+
+
+def roof(data: dict) -> dict:
+    """The roofline's compute ceiling: the FP32 FMA kernel's GFLOP/s."""
+    peak = next((r["tflops"] * 1e3 for r in results.select(data, TOPIC) if r["variant"] == "fma"), None)
+    return {} if peak is None else {"gflops": peak}
+
+
+def sanitize() -> None:
+    """`make sanitize` (tests.gpu_driver, under compute-sanitizer): every CUDA C
+    kernel of this topic once, at odd sizes, its results checked."""
+
+    import cupy as cp
+
+    from kernels import memory as mem
+
+    out = cp.full(3 * 64, cp.nan, dtype=cp.float32)
+    mem.read_global_cupy(cp.random.random(4 * 1024, dtype=cp.float32), 2, out, blocks=3, threads=64)
+    mem.read_shared_cupy(cp.random.random(4 * mem.READ_SHARED_F4, dtype=cp.float32), 50, out, blocks=3,
+                         threads=64)
+    mem.fma_registers_cupy(100, out, blocks=3, threads=64)
+    assert not bool(cp.isnan(out).any())

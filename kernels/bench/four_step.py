@@ -32,6 +32,11 @@ from .. import results
 from . import plotting
 
 TOPIC = "four_step"
+ORDER = 130  # where the topic sorts: the chapters' order
+# Column labels (Chinese, English) of the keys this topic adds to its records.
+LABELS = {
+    "achieved_occupancy": ("实测占用率（ncu）", "achieved occupancy (ncu)"),
+}
 SIZE, QUICK_SIZE = 8192, 2048
 
 
@@ -172,6 +177,31 @@ def summary(data: dict) -> list[str]:
                    f"{r['gbps']:7.0f} {r['ratio']:8.2f} {r['energy_j_per_gflop']:8.4f} "
                    f"{r['energy_ratio_to_naive']:8.3f} {r.get('regs', 0):4} {r.get('occupancy', 0):5.2f}")
     return out
+
+
+# On the roofline: 2 * 25 FLOP per 8 bytes (each pixel read and written once).
+ROOFLINE = ("D", 3)
+
+
+def roofline_points(data: dict) -> list[tuple[str, float, float]]:
+    return [(f"{r['impl']} {r['variant']}", 50 / 8, r["tflops"] * 1e3) for r in results.select(data, TOPIC)]
+
+
+def sanitize() -> None:
+    """`make sanitize` (tests.gpu_driver, under compute-sanitizer): every CUDA C
+    kernel of this topic once, at odd sizes, its results checked."""
+    import cupy as cp
+    import numpy as np
+
+    from kernels import stencil as st
+
+    for H, W in ((1, 1), (5, 7), (33, 65), (130, 47)):
+        x = cp.random.standard_normal((H, W), dtype=cp.float32)
+        w = cp.random.standard_normal((st.KW, st.KW), dtype=cp.float32)
+        ref = st.reference(cp.asnumpy(x), cp.asnumpy(w))
+        for variant in st.VARIANTS:
+            out = st.conv2d_cupy(x, w, variant=variant)
+            assert np.allclose(cp.asnumpy(out), ref, rtol=1e-4, atol=1e-4), (variant, H, W)
 
 
 if __name__ == "__main__":  # the child of achieved_occupancy: python -m kernels.bench.four_step --launch-each N

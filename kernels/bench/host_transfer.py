@@ -36,6 +36,12 @@ from .. import results
 from . import plotting
 
 TOPIC = "host_transfer"
+ORDER = 100  # where the topic sorts: the chapters' order
+# Column labels (Chinese, English) of the keys this topic adds to its records.
+LABELS = {
+    "energy_j_above_idle": ("高出空闲部分 (J)", "above idle (J)"),
+    "chunks": ("分块数", "chunks"),
+}
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 COPY_BYTES = [64 * KIB, MIB, 16 * MIB, 256 * MIB, GIB]
 QUICK_COPY_BYTES = [64 * KIB, 16 * MIB, 256 * MIB]
@@ -321,3 +327,23 @@ def summary(data: dict) -> list[str]:
                    f"{r['ratio']:6.3f} {r.get('energy_j_per_call', float('nan')):8.3f} "
                    f"{r.get('energy_j_above_idle', float('nan')):8.3f} {r['rel_err']:8.1e}")
     return out
+
+
+def sanitize() -> None:
+    """`make sanitize` (tests.gpu_driver, under compute-sanitizer): every CUDA C
+    kernel of this topic once, at odd sizes, its results checked."""
+    import numpy as np
+
+    from kernels import host_transfer as ht
+
+    for n in (1, 1000, 2**16 + 3):
+        x = ht.pinned_like(np.random.default_rng(n).random(n, dtype=np.float32))
+        out = ht.pinned_like(np.full(n, np.nan, dtype=np.float32))
+        for chunks, streams in ((1, 1), (3, 2), (7, 4)):
+            ht.pipeline(x, out, chunks=min(chunks, n), streams=streams, iters=8)
+            np.testing.assert_allclose(out, ht.poly_reference(x, 8), rtol=1e-6)
+        for mode in ht.HOST_READ_MODES:
+            case = ht.HostRead(mode, np.random.default_rng(n).random(n, dtype=np.float32))
+            case.reset()
+            case.run()
+            np.testing.assert_allclose(case.result(), case.expected(), rtol=1e-5, atol=1e-6)

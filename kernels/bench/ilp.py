@@ -14,12 +14,24 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import results
+from .. import results, sass
 from . import plotting
 
 TOPIC = "ilp"
+ORDER = 40  # where the topic sorts: the chapters' order
+# Column labels (Chinese, English) of the keys this topic adds to its records.
+LABELS = {
+    "gops": ("G 步/s", "Gsteps/s"),
+    "registers": ("寄存器", "registers"),
+    "chains": ("累加器数", "accumulators"),
+}
 ITERS = 1 << 16
 INT_ITERS = 1 << 12
+
+
+# The SASS listings and the instruction counts the ILP page embeds.
+LISTINGS = {**{f"{k}.sass": (lambda k=k: sass.listing_text("ilp.cu", k)) for k in ("int_div_mod", "int_shift_mask")},
+            "int_counts.table": lambda: sass.counts_table("ilp.cu", ("int_div_mod", "int_shift_mask"))}
 
 
 def measure(quick: bool = False) -> list[dict]:
@@ -100,3 +112,31 @@ def summary(data: dict) -> list[str]:
         out.append(f"{r['variant']:36} {r['ms']:8.4f} ms  {rate:>16}  ratio {r['ratio']:.2f}  "
                    f"{r['registers']} reg {r['local_bytes']} B local")
     return out
+
+
+# On the roofline: the FMA chains, 2 * iters FLOP per 8 bytes (x read, out
+# written); the latency-bound capped run and the integer kernels are not on it.
+ROOFLINE = ("^", 4)
+
+
+def roofline_points(data: dict) -> list[tuple[str, float, float]]:
+    return [(f"{r['impl']} {r['variant']}", 2 * r["shape"][1] / 8, r["tflops"] * 1e3)
+            for r in results.select(data, TOPIC)
+            if "tflops" in r and not r["variant"].endswith("capped/latency_bound")]
+
+
+def sanitize() -> None:
+    """`make sanitize` (tests.gpu_driver, under compute-sanitizer): every CUDA C
+    kernel of this topic once, at odd sizes, its results checked."""
+    import cupy as cp
+
+    from kernels import ilp as k
+
+    x = cp.random.random(1024, dtype=cp.float32)
+    for name in k.FMA_KERNELS:
+        out = cp.full(1024, cp.nan, dtype=cp.float32)
+        k.fma_chains_cupy(x, out, kernel=name, iters=64)
+        assert not bool(cp.isnan(out).any()), name
+    xi = cp.arange(1024, dtype=cp.uint32)
+    for name in k.INT_KERNELS:
+        k.int_cupy(xi, kernel=name, iters=8)

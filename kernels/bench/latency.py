@@ -28,6 +28,15 @@ from .. import results
 from . import plotting
 
 TOPIC = "latency"
+ORDER = 60  # where the topic sorts: the chapters' order
+# Column labels (Chinese, English) of the keys this topic adds to its records.
+LABELS = {
+    "gops": ("G 步/s", "Gsteps/s"),
+    "cycles": ("周期", "cycles"),
+    "ns": ("纳秒", "ns"),
+    "footprint_bytes": ("链的大小", "footprint"),
+    "stride": ("步长", "stride"),
+}
 STRIDE = 128  # one node per 128-byte line
 FOOTPRINTS = [1 << p for p in range(12, 31)]  # 4 KiB ... 1 GiB
 QUICK_FOOTPRINTS = [1 << 14, 1 << 22, 1 << 30]
@@ -132,3 +141,15 @@ def summary(data: dict) -> list[str]:
             cyc = f"{r['cycles']:8.0f}" if "cycles" in r else f"{'—':>8}"
             out.append(f"{r['impl']:6} {r['variant']:10} {r['shape'][0]:>11} {cyc} {r['ns']:8.1f}")
     return out
+
+
+def sanitize() -> None:
+    """`make sanitize` (tests.gpu_driver, under compute-sanitizer): every CUDA C
+    kernel of this topic once, at odd sizes, its results checked."""
+
+    from kernels import memory as mem
+
+    for nbytes, l2_only in ((128, False), (16 << 10, True), (1 << 20, False)):
+        mem.latency_global(nbytes, steps=100, l2_only=l2_only)
+    for entries in (1, 100, mem.CHASE_SHARED_MAX):
+        mem.latency_shared(entries, steps=100)

@@ -20,32 +20,19 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import results
+from .. import results, sass
+from ..matmul import CONFIGS
 from . import plotting
 
 TOPIC = "matmul"
+ORDER = 50  # where the topic sorts: the chapters' order
+# Column labels (Chinese, English) of the keys this topic adds to its records.
+LABELS = {
+    "intensity": ("算术强度 (FLOP/B)", "intensity (FLOP/B)"),
+}
 SIZES = (1024, 4096, 8192)
 
-# Step 8's tuning knobs, (BM, BN, BK, WM, WN, TM, TN, THREADS, MIN_BLOCKS,
-# PREFETCH): steps 8 and 9, and the twelve best of a first sweep of 96
-# configurations (every shape of the template that fits 48 KB of static
-# shared memory without spills), re-measured in every run.
-CONFIGS = (
-    (128, 128, 8, 32, 64, 8, 8, 256, 2, False),    # step 8
-    (128, 128, 8, 32, 64, 8, 8, 256, 2, True),     # step 9
-    (128, 128, 16, 32, 128, 8, 16, 128, 2, True),  # step 10
-    (128, 128, 16, 32, 128, 8, 16, 128, 2, False),
-    (128, 128, 16, 128, 32, 8, 16, 128, 2, False),
-    (128, 128, 16, 128, 32, 8, 16, 128, 2, True),
-    (128, 128, 16, 64, 64, 8, 16, 128, 2, True),
-    (128, 128, 16, 64, 32, 8, 8, 256, 2, False),
-    (128, 256, 8, 64, 64, 8, 16, 256, 1, True),
-    (128, 256, 8, 128, 32, 8, 16, 256, 1, True),
-    (128, 256, 8, 32, 128, 8, 16, 256, 1, True),
-    (128, 256, 8, 32, 128, 8, 16, 256, 1, False),
-    (256, 128, 8, 128, 32, 16, 8, 256, 1, True),
-    (256, 128, 8, 128, 32, 16, 8, 256, 1, False),
-)
+# Step 8's tuning sweep: kernels.matmul.CONFIGS.
 
 # FLOP per byte the kernel requests from global memory: a BM x BN tile
 # loads (BM + BN) * BK floats for BM * BN * BK FMAs; one output per thread
@@ -68,6 +55,30 @@ def intensity(impl: str, variant: str) -> float:
 
 def _max_seconds(quick: bool) -> float:
     return 0.5 if quick else 2.0
+
+
+# The ptxas report the matmul page embeds: the autotuned configuration under
+# __launch_bounds__(128, MIN_BLOCKS) for MIN_BLOCKS = 1 ... 4.
+AUTOTUNED_T = "matmul_warptiled_t<128, 128, 16, 32, 128, 8, 16, 128, {}, true>"
+
+
+def launch_bounds_report() -> str:
+    """Registers and spills ptxas reports for each MIN_BLOCKS (its mangled
+    name carries MIN_BLOCKS as `Li<m>E` before the `Lb1E` of PREFETCH)."""
+    import re
+
+    params = "(const float* __restrict__, const float* __restrict__, float* __restrict__, int, int, int)"
+    report = sass.ptxas_verbose("matmul.cu", tuple(AUTOTUNED_T.format(m) for m in (1, 2, 3, 4)), params)
+    out = [f"// ptxas -v for {sass.ARCH} (nvcc -arch={sass.ARCH} -cubin -Xptxas -v), matmul.cu"]
+    for minb in (1, 2, 3, 4):
+        for m in re.finditer(r"Function properties for (\S+)\s*\n\s*(\d+ bytes stack frame, \d+ bytes spill "
+                             r"stores, \d+ bytes spill loads)\s*\n.*?(Used \d+ registers)", report):
+            if "matmul_warptiled_t" in m.group(1) and f"Li{minb}ELb1E" in m.group(1):
+                out.append(f"__launch_bounds__(128, {minb}): {m.group(3)}, {m.group(2)}")
+    return "\n".join(out) + "\n"
+
+
+LISTINGS = {"autotuned_launch_bounds.ptxas": launch_bounds_report}
 
 
 def measure(quick: bool = False) -> list[dict]:
@@ -199,3 +210,44 @@ def summary(data: dict) -> list[str]:
                    f"{r['ratio']:6.3f} {r.get('energy_j_per_gflop', float('nan')):8.4f} "
                    f"{r.get('regs', 0):4} {r.get('occupancy', float('nan')):5.2f} {r['rel_err']:8.1e}")
     return out
+
+
+# On the roofline: every step and cuBLAS at 4096^3, the compulsory 2N^3 FLOP
+# per 3 * 4N^2 bytes = N / 6 (the bytes a step *requests* are many more, but
+# L1 and L2 serve most of them; the `intensity` column counts requests).
+ROOFLINE = ("s", 2)
+
+
+def roofline_points(data: dict) -> list[tuple[str, float, float]]:
+    return [(f"{r['impl']} {r['variant']}", r["shape"][0] / 6, r["tflops"] * 1e3)
+            for r in results.select(data, TOPIC) if r["shape"][0] == 4096 and not r.get("tuning")]
+
+
+def sanitize() -> None:
+    """`make sanitize` (tests.gpu_driver, under compute-sanitizer): every CUDA C
+    kernel of this topic once, at odd sizes, its results checked."""
+    import cupy as cp
+
+    from kernels import harness, matmul as mm
+
+    for M, N, K in ((1, 1, 1), (33, 65, 17), (257, 131, 67)):
+        A = cp.random.standard_normal((M, K), dtype=cp.float32)
+        B = cp.random.standard_normal((K, N), dtype=cp.float32)
+        ref = A.astype(cp.float64) @ B.astype(cp.float64)
+        runs = [(v, lambda C, v=v: mm.matmul_cupy(A, B, C, variant=v)) for v in mm.VARIANTS]
+        runs += [(mm.config_name(c), lambda C, c=c: mm.matmul_warptiled_config(A, B, C, c))
+                 for c in CONFIGS]
+        for name, launch in runs:
+            C = cp.full((M, N), cp.nan, dtype=cp.float32)
+            launch(C)
+            err = harness.rel_err(C, ref)
+            assert err < 1e-5, (M, N, K, name, err)
+    for n in (32, 96):  # source 001's kernels: square, N a multiple of 32 (they check no bounds)
+        A = cp.random.standard_normal((n, n), dtype=cp.float32)
+        B = cp.random.standard_normal((n, n), dtype=cp.float32)
+        ref = A.astype(cp.float64) @ B.astype(cp.float64)
+        for kernel in mm.SOURCE_001:
+            C = cp.full((n, n), cp.nan, dtype=cp.float32)
+            mm.matmul_source001(A, B, C, kernel=kernel)
+            err = harness.rel_err(C, ref)
+            assert err < 1e-5, (n, kernel, err)

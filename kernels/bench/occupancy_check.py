@@ -17,6 +17,13 @@ from pathlib import Path
 from .. import results
 
 TOPIC = "occupancy_check"
+ORDER = 110  # where the topic sorts: the chapters' order
+# Column labels (Chinese, English) of the keys this topic adds to its records.
+LABELS = {
+    "calc_blocks_per_sm": ("计算器：每 SM 块数", "calculator: blocks/SM"),
+    "driver_blocks_per_sm": ("驱动：每 SM 块数", "driver: blocks/SM"),
+    "binding": ("受限于", "bound by"),
+}
 THREADS = (64, 128, 256, 1024)  # 128: the block of the tuned matmul kernels
 DYNAMIC = (0, 16 << 10)
 

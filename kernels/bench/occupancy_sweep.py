@@ -31,6 +31,7 @@ from . import plotting
 from .ceilings import copy_ceiling_record
 
 TOPIC = "occupancy_sweep"
+ORDER = 120  # where the topic sorts: the chapters' order
 N_MEM = 1 << 28
 N_MM = 4096
 THREADS = (32, 64, 128, 256, 512, 1024)

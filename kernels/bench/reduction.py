@@ -16,6 +16,11 @@ from . import plotting
 from .ceilings import copy_ceiling_record
 
 TOPIC = "reduction"
+ORDER = 20  # where the topic sorts: the chapters' order
+# Column labels (Chinese, English) of the keys this topic adds to its records.
+LABELS = {
+    "ratio_to_cp_sum": ("相对 cupy.sum", "ratio to cupy.sum"),
+}
 N = 1 << 28
 THREADS = 256
 
@@ -99,3 +104,30 @@ def summary(data: dict) -> list[str]:
         out.append(f"{r['impl']:6} {r['variant']:20} {r['ms']:8.4f} {r['gbps']:7.0f} {r['ratio']:6.3f} "
                    f"{r.get('ratio_to_cp_sum', float('nan')):6.3f} {r['rel_err']:8.1e}")
     return out
+
+
+# On the roofline: 1 FLOP per 4 bytes (each element read once, one add),
+# every kernel at the largest size.
+ROOFLINE = ("v", 1)
+
+
+def roofline_points(data: dict) -> list[tuple[str, float, float]]:
+    rows = [r for r in results.select(data, TOPIC) if r["impl"] != "cuda_memcpy" and "gbps" in r]
+    big = max((r["shape"][0] for r in rows), default=None)
+    return [(f"{r['impl']} {r['variant']}", 1 / 4, r["gbps"] / 4) for r in rows if r["shape"][0] == big]
+
+
+def sanitize() -> None:
+    """`make sanitize` (tests.gpu_driver, under compute-sanitizer): every CUDA C
+    kernel of this topic once, at odd sizes, its results checked."""
+    import cupy as cp
+
+    from kernels import reduction as red
+
+    for n in (1, 31, 33, 2**20 + 7):
+        for variant in red.VARIANTS + red.TUNING:
+            for threads in (64, 256, 1024):
+                x = cp.random.random(n, dtype=cp.float32)
+                got = float(red.reduce_sum_cupy(x, variant=variant, threads=threads))
+                want = float(cp.sum(x, dtype=cp.float64))
+                assert abs(got - want) <= 1e-5 * want, (n, variant, threads, got, want)

@@ -26,6 +26,7 @@ from . import plotting
 from .ceilings import copy_ceiling_record
 
 TOPIC = "transpose"
+ORDER = 90  # where the topic sorts: the chapters' order
 SIZE, QUICK_SIZE = 8192, 4096
 GOAL = 0.85  # step 4's target: 0.85 x the device-to-device copy
 
@@ -183,3 +184,19 @@ def summary(data: dict) -> list[str]:
                    f"{r['gbps']:6.0f} {r['ratio']:6.3f} {r.get('energy_pj_per_byte', float('nan')):6.1f} "
                    f"{r.get('regs', 0):4} {r.get('occupancy', float('nan')):5.2f}")
     return out
+
+
+def sanitize() -> None:
+    """`make sanitize` (tests.gpu_driver, under compute-sanitizer): every CUDA C
+    kernel of this topic once, at odd sizes, its results checked."""
+    import cupy as cp
+
+    from kernels import transpose as tr
+
+    for rows, cols in ((1, 1), (33, 65), (257, 131), (260, 196)):
+        x = cp.random.random((rows, cols), dtype=cp.float32)
+        for variant in tr.VARIANTS:
+            assert bool(cp.array_equal(tr.transpose_cupy(x, variant=variant), x.T)), (variant, rows, cols)
+        for config in tr.TUNING:
+            assert bool(cp.array_equal(tr.transpose_cupy(x, config=config), x.T)), (config, rows, cols)
+        assert bool(cp.array_equal(tr.copy_tiled_cupy(x), x))

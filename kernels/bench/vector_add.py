@@ -21,6 +21,7 @@ from . import plotting
 from .ceilings import copy_ceiling_record
 
 TOPIC = "vector_add"
+ORDER = 10  # where the topic sorts: the chapters' order
 SIZES = [1 << p for p in range(16, 29)]
 QUICK_SIZES = [1 << 16, 1 << 20, 1 << 24, 1 << 28]
 THREADS = 256
@@ -152,3 +153,32 @@ def summary(data: dict) -> list[str]:
             out.append(f"{r['impl']:12} {r['variant']:12} {r['shape'][0]:>10} {r['ms']:9.4f} "
                        f"{r['gbps']:8.0f} {r['ratio']:6.3f} {r['rel_err']:8.1e}")
     return out
+
+
+# On the roofline (kernels/bench/roofline.py): 1 FLOP per 12 bytes (two
+# loads, one store), every kernel at the largest size.
+ROOFLINE = ("o", 0)
+
+
+def roofline_points(data: dict) -> list[tuple[str, float, float]]:
+    rows = [r for r in results.select(data, TOPIC) if r["impl"] != "cuda_memcpy"]
+    big = max((r["shape"][0] for r in rows), default=None)
+    return [(f"{r['impl']} {r['variant']}", 1 / 12, r["gbps"] / 12) for r in rows if r["shape"][0] == big]
+
+
+def sanitize() -> None:
+    """`make sanitize` (tests.gpu_driver, under compute-sanitizer): every CUDA C
+    kernel of this topic once, at odd sizes, its results checked."""
+    import cupy as cp
+
+    from kernels.vector_add import CUPY_VARIANTS, TUNING, vector_add_cupy
+
+    for n in (1, 5, 1000, 2**20 + 3):
+        for variant in CUPY_VARIANTS + TUNING:
+            for threads in (32, 256, 1024):
+                a = cp.random.standard_normal(n, dtype=cp.float32)
+                b = cp.random.standard_normal(n, dtype=cp.float32)
+                out = cp.full(n, cp.nan, dtype=cp.float32)
+                vector_add_cupy(a, b, out, threads=threads, variant=variant)
+                ref = a.astype(cp.float64) + b.astype(cp.float64)
+                assert cp.allclose(out, ref, rtol=1e-6, atol=1e-7), (n, variant, threads)
