@@ -96,10 +96,9 @@ def test_launch_bounds_cap_spills_the_autotuned_matmul():
     128 threads per SM caps registers at 168 / 128 and spills; 1 or 2 do not."""
     import re
 
-    from kernels import sass
+    from kernels.bench.matmul import launch_bounds_report
 
-    name, src, instances = sass.REPORTED[0]
-    lines = sass.ptxas_report(src, instances).splitlines()[1:]
+    lines = launch_bounds_report().splitlines()[1:]
     spills = [int(re.search(r"(\d+) bytes spill stores", ln).group(1)) for ln in lines]
     regs = [int(re.search(r"Used (\d+) registers", ln).group(1)) for ln in lines]
     assert spills[0] == spills[1] == 0 < spills[2] < spills[3]
