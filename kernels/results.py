@@ -189,6 +189,24 @@ def stale_topics(data: dict, bench_files: dict[str, Path]) -> dict[str, list[str
     return out
 
 
+def restamp(data: dict, topic: str, sources: dict[str, str], reason: str) -> list[str]:
+    """Record `sources` as what `topic` measured, without measuring: for a
+    refactor that moved or renamed code but changed no measured behaviour.
+    The stamp keeps each restamp (date, reason, the definitions whose hash
+    changed), so the results file says that its numbers predate the code.
+    Returns the changed definitions."""
+    import datetime
+
+    env = data["topics"][topic]["env"]
+    old = env.get("sources", {})
+    changed = sorted(k for k in set(old) | set(sources) if old.get(k) != sources.get(k))
+    if changed:
+        env.setdefault("restamped", []).append({"date": datetime.date.today().isoformat(), "reason": reason,
+                                                 "changed": changed})
+        env["sources"] = sources
+    return changed
+
+
 def record_id(topic: str, impl: str, variant: str, shape, dtype: str) -> str:
     return f"{topic}/{impl}/{variant}/{'x'.join(str(s) for s in shape)}/{dtype}"
 

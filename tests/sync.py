@@ -45,12 +45,23 @@ def sections(path: Path) -> dict[str, tuple[int, int, str]]:
 
 
 def masters(example: Path) -> dict[str, Path]:
-    """section name -> the library file holding its master copy."""
+    """section name -> the library file holding its master copy: standalone.py,
+    then kernels/<example name>, then the one other kernels/*.py module that
+    has a section of that name (a topic split over modules, as host_transfer:
+    its pipeline lives in kernels/transfer_pipeline.py)."""
     out = {}
     for lib in (STANDALONE, ROOT / "kernels" / example.name):
         if lib.is_file():
             for name in sections(lib):
                 out.setdefault(name, lib)
+    others: dict[str, list[Path]] = {}
+    for lib in sorted((ROOT / "kernels").glob("*.py")):
+        if lib not in (STANDALONE, ROOT / "kernels" / example.name):
+            for name in sections(lib):
+                others.setdefault(name, []).append(lib)
+    for name in sections(example):
+        if name not in out and len(others.get(name, [])) == 1:
+            out[name] = others[name][0]
     return out
 
 

@@ -13,6 +13,9 @@ import numpy as np
 import pytest
 
 from kernels import host_transfer as ht
+from kernels import managed_memory as mg
+from kernels import transfer_pipeline as tp
+from kernels.bench import host_transfer as bht
 from kernels.device import numba_simulator
 
 SIZES = [1, 1000, 2**20 + 3]
@@ -31,7 +34,7 @@ def inputs(n, seed):
 def test_chunk_bounds_cover_the_range_without_gaps():
     for n in (0, 1, 2, 10, 1000, 2**20 + 3):
         for chunks in (1, 3, 7, 64):
-            b = ht.chunk_bounds(n, chunks)
+            b = tp.chunk_bounds(n, chunks)
             assert len(b) == min(n, chunks)
             assert all(hi > lo for lo, hi in b)
             if not b:
@@ -47,7 +50,7 @@ def test_poly_reference_is_the_recurrence():
     v = x.copy()
     for _ in range(20):
         v = 0.5 * v + x
-    np.testing.assert_allclose(ht.poly_reference(x, 20), v, rtol=1e-14)
+    np.testing.assert_allclose(tp.poly_reference(x, 20), v, rtol=1e-14)
 
 
 # -------------------------------------------------------------- Numba --
@@ -70,9 +73,9 @@ def test_numba_pipeline_matches_numpy(n, chunks, streams):
     x[:] = inputs(n, seed=n + chunks)
     out = cuda.pinned_array(n, dtype=np.float32)
     out[:] = np.nan  # poison: an unwritten element fails
-    res = ht.pipeline_numba(x, out, chunks=chunks, streams=streams, iters=ITERS, threads=32)
+    res = tp.pipeline_numba(x, out, chunks=chunks, streams=streams, iters=ITERS, threads=32)
     assert res is out
-    np.testing.assert_allclose(out, ht.poly_reference(x, ITERS), rtol=RTOL)
+    np.testing.assert_allclose(out, tp.poly_reference(x, ITERS), rtol=RTOL)
 
 
 @pytest.mark.parametrize("n", [1, 1000])
@@ -88,9 +91,9 @@ def test_numba_roundtrip_is_exact(n):
     np.testing.assert_array_equal(out, x)
 
 
-@pytest.mark.parametrize("mode", ht.NUMBA_HOST_READ_MODES)
+@pytest.mark.parametrize("mode", bht.NUMBA_HOST_READ_MODES)
 def test_numba_host_read_matches_numpy(mode):
-    case = ht.HostRead(mode, inputs(1000, seed=4), impl="numba", threads=32)
+    case = bht.HostRead(mode, inputs(1000, seed=4), impl="numba", threads=32)
     for _ in range(2):  # a second run starts from the host again
         case.reset()
         case.run()
@@ -98,9 +101,9 @@ def test_numba_host_read_matches_numpy(mode):
 
 
 def test_numba_managed_array_is_host_writable_and_kernel_readable():
-    m = ht.managed_array_numba(100)
+    m = mg.managed_array_numba(100)
     m[:] = inputs(100, seed=5)
-    out = ht.scale_numba(m, threads=32).copy_to_host()
+    out = mg.scale_numba(m, threads=32).copy_to_host()
     np.testing.assert_array_equal(out, 2 * inputs(100, seed=5))
 
 
@@ -142,20 +145,20 @@ def check_bad(call, exc, words):
 def test_numba_pipeline_rejects_bad_input(case):
     from numba import cuda
 
-    check_bad(*pipeline_bad_calls(ht.pipeline_numba, lambda n: cuda.pinned_array(n, dtype=np.float32))[case])
+    check_bad(*pipeline_bad_calls(tp.pipeline_numba, lambda n: cuda.pinned_array(n, dtype=np.float32))[case])
 
 
 def test_numba_scale_and_host_read_reject_bad_input():
     from numba import cuda
 
-    check_bad(lambda: ht.scale_numba(np.ones(8, dtype=np.float32)), TypeError, ["x", "host"])
-    check_bad(lambda: ht.scale_numba(cuda.to_device(np.ones(8))), TypeError, ["x", "float32"])
-    check_bad(lambda: ht.scale_numba(cuda.to_device(np.ones(8, dtype=np.float32)),
+    check_bad(lambda: mg.scale_numba(np.ones(8, dtype=np.float32)), TypeError, ["x", "host"])
+    check_bad(lambda: mg.scale_numba(cuda.to_device(np.ones(8))), TypeError, ["x", "float32"])
+    check_bad(lambda: mg.scale_numba(cuda.to_device(np.ones(8, dtype=np.float32)),
                                      cuda.device_array(7, dtype=np.float32)), ValueError, ["out", "shape"])
-    check_bad(lambda: ht.HostRead("managed_prefetch", np.ones(8, dtype=np.float32), impl="numba"),
+    check_bad(lambda: bht.HostRead("managed_prefetch", np.ones(8, dtype=np.float32), impl="numba"),
               ValueError, ["mode"])
-    check_bad(lambda: ht.HostRead("managed", np.ones(8, dtype=np.float32), impl="torch"), ValueError, ["impl"])
-    check_bad(lambda: ht.HostRead("managed", np.ones(0, dtype=np.float32), impl="numba"), ValueError, ["src"])
+    check_bad(lambda: bht.HostRead("managed", np.ones(8, dtype=np.float32), impl="torch"), ValueError, ["impl"])
+    check_bad(lambda: bht.HostRead("managed", np.ones(0, dtype=np.float32), impl="numba"), ValueError, ["src"])
     check_bad(lambda: ht.roundtrip_numba(cuda.to_device(np.ones(8, dtype=np.float32))), TypeError,
               ["x_host", "device"])
 
@@ -177,8 +180,8 @@ def pinned(n, seed=None):
 def test_cupy_pipeline_matches_numpy(n, chunks, streams):
     x, out = pinned(n, seed=n + streams), pinned(n)  # out poisoned with NaN
     assert ht.is_pinned(x) and ht.is_pinned(out)
-    assert ht.pipeline(x, out, chunks=chunks, streams=streams, iters=ITERS, threads=256) is None
-    np.testing.assert_allclose(out, ht.poly_reference(x, ITERS), rtol=RTOL)
+    assert tp.pipeline(x, out, chunks=chunks, streams=streams, iters=ITERS, threads=256) is None
+    np.testing.assert_allclose(out, tp.poly_reference(x, ITERS), rtol=RTOL)
 
 
 @pytest.mark.gpu
@@ -194,8 +197,8 @@ def test_cupy_pipeline_pageable_and_reused_work_buffers():
     work = (cp.full(n, cp.nan, dtype=cp.float32), cp.full(n, cp.nan, dtype=cp.float32))
     for iters in (0, 5, 3000):
         out[:] = np.nan
-        ht.pipeline(x, out, chunks=5, streams=2, iters=iters, work=work)
-        np.testing.assert_allclose(out, ht.poly_reference(x, iters), rtol=RTOL)
+        tp.pipeline(x, out, chunks=5, streams=2, iters=iters, work=work)
+        np.testing.assert_allclose(out, tp.poly_reference(x, iters), rtol=RTOL)
 
 
 @pytest.mark.gpu
@@ -203,8 +206,8 @@ def test_cupy_pipeline_pageable_and_reused_work_buffers():
 def test_cupy_pipeline_timeline(streams):
     n, chunks = 2**22 + 5, 7
     x, out = pinned(n, seed=7), pinned(n)
-    tl = ht.pipeline(x, out, chunks=chunks, streams=streams, iters=ITERS, timeline=True)
-    np.testing.assert_allclose(out, ht.poly_reference(x, ITERS), rtol=RTOL)
+    tl = tp.pipeline(x, out, chunks=chunks, streams=streams, iters=ITERS, timeline=True)
+    np.testing.assert_allclose(out, tp.poly_reference(x, ITERS), rtol=RTOL)
     assert len(tl) == 3 * chunks
     eps = 1e-3  # ms: event resolution is ~0.5 us
     for k, kind, start, end in tl:
@@ -246,15 +249,15 @@ def test_cupy_time_copy_reports_a_rate():
     x = pinned(1 << 20, seed=9)
     dev = cp.empty(1 << 20, dtype=cp.float32)
     for direction in ("h2d", "d2h"):
-        t = ht.time_copy(x, dev, direction, samples=3, min_sample_ms=0.5)
+        t = bht.time_copy(x, dev, direction, samples=3, min_sample_ms=0.5)
         assert t["ms"] > 0 and t["gbps"] > 0.1 and t["pinned"]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", ht.HOST_READ_MODES)
+@pytest.mark.parametrize("mode", bht.HOST_READ_MODES)
 @pytest.mark.parametrize("n", [1, 1000, 2**20 + 3])
 def test_cupy_host_read_matches_numpy(mode, n):
-    case = ht.HostRead(mode, inputs(n, seed=n))
+    case = bht.HostRead(mode, inputs(n, seed=n))
     for _ in range(2):  # the second run starts from host memory again
         case.reset()
         case.out.fill(np.nan)
@@ -272,32 +275,32 @@ def test_cupy_managed_and_zero_copy_see_host_writes():
     import cupy as cp
 
     x = inputs(4099, seed=10)
-    m = ht.managed_empty(x.size)
+    m = mg.managed_empty(x.size)
     assert ht.memory_type(m) == ht.MEMORY_MANAGED
-    h = ht.host_view(m)
+    h = mg.host_view(m)
     h[:] = x
-    np.testing.assert_array_equal(cp.asnumpy(ht.scale_cupy(ht.prefetch_to_gpu(m))), 2 * x)
-    m2 = ht.managed_empty(x.size)
-    ht.scale_cupy(m, m2)  # managed to managed, on the GPU
+    np.testing.assert_array_equal(cp.asnumpy(mg.scale_cupy(mg.prefetch_to_gpu(m))), 2 * x)
+    m2 = mg.managed_empty(x.size)
+    mg.scale_cupy(m, m2)  # managed to managed, on the GPU
     cp.cuda.Device().synchronize()
-    np.testing.assert_array_equal(ht.host_view(m2), 2 * x)
+    np.testing.assert_array_equal(mg.host_view(m2), 2 * x)
     p = pinned(x.size, seed=10)
     p2 = pinned(x.size, seed=11)
-    ht.scale_cupy(ht.zero_copy_view(p), ht.zero_copy_view(p2))  # the kernel reads and writes host memory
+    mg.scale_cupy(mg.zero_copy_view(p), mg.zero_copy_view(p2))  # the kernel reads and writes host memory
     cp.cuda.Device().synchronize()
     np.testing.assert_array_equal(p2, 2 * x)
 
 
 @pytest.mark.gpu
 def test_cupy_balance_iters():
-    b = ht.balance_iters(1 << 20)
+    b = bht.balance_iters(1 << 20)
     assert b["iters"] >= 1 and b["copy_ms"] > 0 and b["kernel_ms_per_iter"] > 0
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", ht.NUMBA_HOST_READ_MODES)
+@pytest.mark.parametrize("mode", bht.NUMBA_HOST_READ_MODES)
 def test_numba_host_read_on_gpu_large(mode):
-    case = ht.HostRead(mode, inputs(2**20 + 3, seed=11), impl="numba")
+    case = bht.HostRead(mode, inputs(2**20 + 3, seed=11), impl="numba")
     case.run()
     np.testing.assert_array_equal(case.result(), case.expected())
 
@@ -305,7 +308,7 @@ def test_numba_host_read_on_gpu_large(mode):
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", range(11))
 def test_cupy_pipeline_rejects_bad_input(case):
-    check_bad(*pipeline_bad_calls(ht.pipeline, pinned)[case])
+    check_bad(*pipeline_bad_calls(tp.pipeline, pinned)[case])
 
 
 @pytest.mark.gpu
@@ -318,18 +321,18 @@ def test_cupy_wrappers_reject_bad_input():
     check_bad(lambda: ht.copy_h2d(host, host), TypeError, ["dev", "host"])
     check_bad(lambda: ht.copy_h2d(host, cp.ones(9, dtype=cp.float32)), ValueError, ["dev", "shape"])
     check_bad(lambda: ht.copy_d2h(cp.ones(8), host), TypeError, ["dev", "float32"])
-    check_bad(lambda: ht.time_copy(host, dev, "h2h"), ValueError, ["direction"])
-    check_bad(lambda: ht.scale_cupy(host), TypeError, ["x", "host"])
-    check_bad(lambda: ht.center_cupy(cp.ones(8)), TypeError, ["x", "float32"])
-    check_bad(lambda: ht.poly_cupy(dev, iters=-1), ValueError, ["iters"])
-    check_bad(lambda: ht.zero_copy_view(host), ValueError, ["x_pinned", "pageable"])
-    check_bad(lambda: ht.zero_copy_view(dev), TypeError, ["x_pinned"])
-    check_bad(lambda: ht.prefetch_to_gpu(dev), TypeError, ["x_managed"])
-    check_bad(lambda: ht.prefetch_to_gpu(ht.managed_empty(8)[2:]), ValueError, ["x_managed", "whole"])
-    check_bad(lambda: ht.host_view(dev), ValueError, ["x_managed"])
-    check_bad(lambda: ht.HostRead("prefetch", host), ValueError, ["mode"])
+    check_bad(lambda: bht.time_copy(host, dev, "h2h"), ValueError, ["direction"])
+    check_bad(lambda: mg.scale_cupy(host), TypeError, ["x", "host"])
+    check_bad(lambda: mg.center_cupy(cp.ones(8)), TypeError, ["x", "float32"])
+    check_bad(lambda: tp.poly_cupy(dev, iters=-1), ValueError, ["iters"])
+    check_bad(lambda: mg.zero_copy_view(host), ValueError, ["x_pinned", "pageable"])
+    check_bad(lambda: mg.zero_copy_view(dev), TypeError, ["x_pinned"])
+    check_bad(lambda: mg.prefetch_to_gpu(dev), TypeError, ["x_managed"])
+    check_bad(lambda: mg.prefetch_to_gpu(mg.managed_empty(8)[2:]), ValueError, ["x_managed", "whole"])
+    check_bad(lambda: mg.host_view(dev), ValueError, ["x_managed"])
+    check_bad(lambda: bht.HostRead("prefetch", host), ValueError, ["mode"])
     check_bad(lambda: ht.cupy_kernel("vector_add"), ValueError, ["name"])
-    check_bad(lambda: ht.pipeline(host, host.copy(), chunks=2, streams=1, work=(dev, dev[:4])),
+    check_bad(lambda: tp.pipeline(host, host.copy(), chunks=2, streams=1, work=(dev, dev[:4])),
               ValueError, ["work"])
 
 
@@ -358,9 +361,7 @@ def synthetic_records():
               for j, kind in enumerate(("h2d", "kernel", "d2h"))]
         records.append(rec("cupy", bench._variant_of(streams), n, 10.0 * streams, "pipeline_serial",
                            streams=streams, chunks=bench.CHUNKS, bytes=8 * n, timeline=tl, energy_j_per_call=1.0))
-    from kernels import host_transfer as ht
-
-    for mode in ht.HOST_READ_MODES:
+    for mode in bht.HOST_READ_MODES:
         records.append(rec("cupy", mode, n, 30.0, bench.READ_REFS.get(mode, "explicit_copy"),
                            energy_j_per_call=2.0, energy_j_above_idle=0.5))
     by_id = {r["id"]: r for r in records}

@@ -35,7 +35,8 @@ import numpy as np
 import pytest
 
 from kernels import divergence as dv
-from kernels import host_transfer as ht
+from kernels import managed_memory as mg
+from kernels import transfer_pipeline as tp
 from kernels import ilp
 from kernels import memory as mem
 from kernels import stencil as st
@@ -104,14 +105,14 @@ def cupy_cases() -> list[Case]:
           inputs={"x": (N,)}, out_shape=(N,)),
         c("int_cupy", call=lambda i, out: ilp.int_cupy(i["x"], out, iters=8),
           inputs={"x": (N,)}, out_shape=(N,), dtype=np.uint32),
-        c("poly_cupy", call=lambda i, out: ht.poly_cupy(i["x"], out, iters=8), inputs={"x": (N,)}, out_shape=(N,)),
-        c("scale_cupy", call=lambda i, out: ht.scale_cupy(i["x"], out), inputs={"x": (N,)}, out_shape=(N,)),
-        c("center_cupy", call=lambda i, out: ht.center_cupy(i["x"], out), inputs={"x": (N,)}, out_shape=(N,)),
+        c("poly_cupy", call=lambda i, out: tp.poly_cupy(i["x"], out, iters=8), inputs={"x": (N,)}, out_shape=(N,)),
+        c("scale_cupy", call=lambda i, out: mg.scale_cupy(i["x"], out), inputs={"x": (N,)}, out_shape=(N,)),
+        c("center_cupy", call=lambda i, out: mg.center_cupy(i["x"], out), inputs={"x": (N,)}, out_shape=(N,)),
         Case("pipeline", lib="host", gpu=True, out_name="out_host",
-             call=lambda i, out: ht.pipeline(i["x_host"], out, chunks=8, streams=2, iters=4),
+             call=lambda i, out: tp.pipeline(i["x_host"], out, chunks=8, streams=2, iters=4),
              inputs={"x_host": (N,)}, out_shape=(N,)),
         c("pipeline_work", out_name="work[1]", input_kept=False,
-          call=lambda i, out: ht.pipeline(*_pipeline_host(N), chunks=8, streams=2, iters=4, work=(i["work[0]"], out)),
+          call=lambda i, out: tp.pipeline(*_pipeline_host(N), chunks=8, streams=2, iters=4, work=(i["work[0]"], out)),
           inputs={"work[0]": (N,)}, out_shape=(N,)),
         c("read_global_cupy", call=lambda i, out: mem.read_global_cupy(i["x"], 1, out, blocks=N // 256, threads=256),
           inputs={"x": (N,)}, out_shape=(N,)),
@@ -181,13 +182,13 @@ def numba_cases() -> list[Case]:
           inputs={"a": (n,), "b": (n,)}, out_shape=(n,)),
         c("branch_numba", call=lambda i, out: dv.branch_numba(i["x"], out, split=16, iters=4, threads=32),
           inputs={"x": (n,)}, out_shape=(n,)),
-        c("scale_numba", call=lambda i, out: ht.scale_numba(i["x"], out, threads=32),
+        c("scale_numba", call=lambda i, out: mg.scale_numba(i["x"], out, threads=32),
           inputs={"x": (n,)}, out_shape=(n,)),
         Case("pipeline_numba", lib="host", gpu=False, out_name="out_host",
-             call=lambda i, out: ht.pipeline_numba(i["x_host"], out, chunks=4, streams=2, iters=4, threads=32),
+             call=lambda i, out: tp.pipeline_numba(i["x_host"], out, chunks=4, streams=2, iters=4, threads=32),
              inputs={"x_host": (n4,)}, out_shape=(n4,)),
         c("pipeline_numba_work", out_name="work[1]", input_kept=False,
-          call=lambda i, out: ht.pipeline_numba(*_pipeline_host(n4), chunks=4, streams=2, iters=4, threads=32,
+          call=lambda i, out: tp.pipeline_numba(*_pipeline_host(n4), chunks=4, streams=2, iters=4, threads=32,
                                                 work=(i["work[0]"], out)),
           inputs={"work[0]": (n4,)}, out_shape=(n4,)),
         c("copy_strided_numba", call=lambda i, out: mem.copy_strided_numba(i["x"], out, 2, threads=32),
@@ -314,7 +315,8 @@ def test_every_wrapper_with_an_output_is_covered():
         "check_operands": "the argument check the wrappers above call",
     }
     files = [ROOT / "kernels" / f"{m}.py" for m in
-             ("vector_add", "divergence", "ilp", "host_transfer", "memory", "stencil", "transpose", "reduction")]
+             ("vector_add", "divergence", "ilp", "host_transfer", "transfer_pipeline", "managed_memory", "memory",
+              "stencil", "transpose", "reduction")]
     files += [f for f in sorted((ROOT / "examples").glob("*.py")) if f.name != "matmul.py"]
     missing = []
     for f in files:

@@ -36,10 +36,24 @@ def main(argv=None) -> int:
     p.add_argument("--gpus", default=None,
                    help="comma-separated device numbers (e.g. 0,1): measure the topics in parallel, "
                         "whole topics per GPU, and merge them")
+    p.add_argument("--restamp", metavar="REASON",
+                   help="measure nothing: record today's code stamp for --topics (with --plots-only's "
+                        "GPU_SLUG), for a refactor that changed no measured code; the stamp keeps the "
+                        "reason and the definitions that changed")
     p.add_argument("--plots-only", metavar="GPU_SLUG",
                    help="measure nothing: redraw the plots of --topics from the committed results file "
                         "of that GPU (e.g. nvidia-h200); works without a GPU")
     args = p.parse_args(argv)
+    if args.restamp:
+        if not args.plots_only:
+            p.error("--restamp needs the results file's GPU: --plots-only GPU_SLUG")
+        path = results.results_path(args.plots_only) if args.out is None else Path(args.out)
+        data = results.load(path)
+        for name in args.topics:
+            changed = results.restamp(data, name, results.topic_sources(TOPICS[name].__file__), args.restamp)
+            print(f"[bench] restamped {name}: {', '.join(changed) or 'nothing changed'}")
+        results.save(path, data)
+        return 0
     if args.plots_only:
         path = results.results_path(args.plots_only) if args.out is None else Path(args.out)
         data = results.load(path)

@@ -82,6 +82,21 @@ def summary(data: dict) -> list[str]:
     return out
 
 
+def claims(data: dict) -> None:
+    """docs/appendix/measurement*.md, "The ceilings of our GPU": this topic
+    records the two ceilings (the device-to-device copy; cuBLAS SGEMM) with
+    their board energy, and, "Ceilings measured in the same run", the
+    datasheet's 4.8 TB/s is a design figure that real programs do not reach
+    (checked against the committed measurements). The roofline this topic's
+    plot shows is checked by tests/test_results.py (no point above the roof)."""
+    rows = results.select(data, TOPIC)
+    copy = [r for r in rows if r["impl"] == "cuda_memcpy"]
+    sgemm = [r for r in rows if (r["impl"], r["variant"]) == ("cublas", "sgemm")]
+    assert len(copy) == 1 and sgemm                                          # the two ceilings
+    assert copy[0].get("energy_pj_per_byte", 0) > 0 and all(r.get("energy_j_per_gflop", 0) > 0 for r in sgemm)
+    assert copy[0]["gbps"] < 4800                                            # below the datasheet's 4.8 TB/s
+
+
 def roof(data: dict) -> dict:
     """The roofline's bandwidth ceiling: the device-to-device copy."""
     bw = next((r["gbps"] for r in results.select(data, TOPIC) if r["impl"] == "cuda_memcpy"), None)

@@ -193,6 +193,33 @@ def summary(data: dict) -> list[str]:
     return out
 
 
+def claims(data: dict) -> None:
+    """docs/memory-hierarchy*.md: "What the measurements show" and the boxes
+    about coalescing (stride, offset, AoS/SoA), checked against the committed
+    measurements."""
+    co = {(r["impl"], r["variant"]): r for r in results.select(data, TOPIC)}
+    stride = {r["stride"]: r for r in co.values() if r["impl"] == "cupy" and r.get("kind") == "stride"}
+    for s, r in stride.items():
+        if s <= 8:
+            assert abs(r["ratio"] - sector_model(s)) < 0.07 * sector_model(s), s
+        if s <= 24:
+            assert abs(r["ratio"] - dram64_model(s)) < 0.07 * dram64_model(s), s
+        else:
+            assert r["ratio"] < dram64_model(s), s
+    assert stride[16]["ratio"] < 0.7 * sector_model(16)                      # not flat after 8
+    for s in (2, 4, 8, 16, 32):
+        e = stride[s]["energy_pj_per_byte"] / stride[1]["energy_pj_per_byte"]
+        t = stride[s]["ms"] / stride[1]["ms"]
+        assert 0.75 < e / t < 1.1, s                                         # energy rises like time
+    offsets = {r["offset"]: r["ratio"] for r in co.values() if r["impl"] == "cupy" and r.get("kind") == "offset"}
+    assert all(v >= 0.9 * stride[1]["ratio"] for o, v in offsets.items() if o > 0)
+    assert offsets[0] < min(v for o, v in offsets.items() if o > 0)         # the unexplained aligned row
+    for impl in ("cupy", "numba"):
+        aos, soa = co[(impl, "norm_aos")]["ratio"], co[(impl, "norm_soa")]["ratio"]
+        assert abs(aos - soa) < (0.1 if impl == "cupy" else 0.25) * soa, impl  # whole struct: AoS costs little
+        assert 0.4 < co[(impl, "scale_x_aos")]["ratio"] / co[(impl, "scale_x_soa")]["ratio"] < 0.6, impl
+
+
 def sanitize() -> None:
     """`make sanitize` (tests.gpu_driver, under compute-sanitizer): every CUDA C
     kernel of this topic once, at odd sizes, its results checked."""

@@ -102,6 +102,44 @@ def summary(data: dict) -> list[str]:
     return [f"{r['variant']:32} {r['ms']:8.4f} ms  ratio {r['ratio']:.3f}" for r in results.select(data, TOPIC)]
 
 
+def claims(data: dict) -> None:
+    """docs/divergence*.md, "Three things to read off" and the seed example,
+    checked against the committed measurements (and the committed listings)."""
+    rows = {r["variant"]: r for r in results.select(data, TOPIC)}
+    long_ = {int(v.split("split")[1]): r["ms"] for v, r in rows.items() if v.startswith("branch_long/")}
+    short = {int(v.split("split")[1]): r["ms"] for v, r in rows.items() if v.startswith("branch_short/")}
+    uniform = max(long_[0], long_[32])
+    assert abs(long_[0] - long_[32]) <= 0.05 * uniform                       # agreeing warps pay nothing
+    assert all(long_[s] >= 1.8 * uniform for s in long_ if 0 < s < 32)      # a split warp pays both paths
+    assert max(short.values()) <= 1.05 * min(short.values())                # predication: no split cost
+    assert min(short.values()) > uniform                                    # ... but both paths always
+    assert all(short[s] > long_[s] for s in short if 0 < s < 32)            # slower than diverging, even
+    # why, from the committed listings: the predicated loop issues more instructions per iteration
+    # than the diverged branch_long's two loops together
+    import re
+    sass_dir = Path(results.__file__).resolve().parent.parent / "docs" / "assets" / "sass"
+
+    def per_iteration(kernel, ffma_per_iteration):
+        """(instructions / iterations) of each loop of the listing (a backward BRA closes one)."""
+        sass = (sass_dir / f"{kernel}.sass").read_text()
+        code = [(int(m[1], 16), m[2]) for m in re.finditer(r"/\*([0-9a-f]{4})\*/ (.*)", sass)]
+        loops = []
+        for addr, ins in code:
+            m = re.search(r"BRA 0x([0-9a-f]+)", ins)
+            if m and int(m[1], 16) < addr:
+                body = [i for a, i in code if int(m[1], 16) <= a <= addr]
+                ffma = sum("FFMA" in i for i in body)
+                if ffma:
+                    loops.append((ffma, len(body) / (ffma / ffma_per_iteration)))
+        return [cost for _, cost in sorted(loops, reverse=True)]
+    short_loop = per_iteration("branch_short", 2)[0]                       # main unrolled loop
+    long_loops = per_iteration("branch_long", 1)[:2]                       # path A's and path B's
+    assert "@P1 MOV" in (sass_dir / "branch_short.sass").read_text()           # the reloaded multipliers
+    assert short_loop > sum(long_loops), (short_loop, long_loops)
+    for kind in ("seed_if_else", "seed_ternary"):                           # the 31/1 example: no penalty
+        assert rows[f"{kind}/31_of_32_above"]["ms"] <= 1.1 * rows[f"{kind}/all_above"]["ms"]
+
+
 def sanitize() -> None:
     """`make sanitize` (tests.gpu_driver, under compute-sanitizer): every CUDA C
     kernel of this topic once, at odd sizes, its results checked."""

@@ -214,6 +214,30 @@ def summary(data: dict) -> list[str]:
     return out
 
 
+def claims(data: dict) -> None:
+    """docs/memory-hierarchy*.md: "What the measurements show" and the boxes
+    about energy per operation and power, checked against the committed
+    measurements."""
+    en = {r["variant"]: r for r in results.select(data, TOPIC)}
+    levels = ("fma", "shared", "l2", "hbm")
+    for key in ("energy_pj_per_op", "energy_dynamic_pj_per_op"):
+        vals = [en[v][key] for v in levels]
+        assert vals == sorted(vals), key                                     # the source's order
+    rel = {v: en[v]["relative_energy"] for v in levels}
+    assert 2 < rel["shared"] < 8 and 12 < rel["l2"] < 35 and 35 < rel["hbm"] < 80  # few / dozens / ~50
+    assert rel["shared"] < 10 and rel["l2"] < 50 and rel["hbm"] < 100        # below the source's figure
+    h = horowitz_pj_per_word()
+    assert rel["hbm"] < h["hbm"][0] / h["fma"]                               # below Horowitz's DRAM ratio
+    assert [round(h["shared"] / h["fma"], 1), round(h["l2"] / h["fma"])] == [1.1, 11]
+    assert [round(x / h["fma"], -1) for x in h["hbm"]] == [140, 280]
+    for v in levels:
+        assert 1 / 6 - 0.02 < en[v]["idle_power_w"] / en[v]["avg_power_w"] < 1 / 3 + 0.05, v
+    env = data["topics"][TOPIC]["env"]
+    assert 0.85 * env["power_limit_w"] <= en["hbm"]["avg_power_w"] <= 1.02 * env["power_limit_w"]  # close to the limit
+    assert max(en, key=lambda v: en[v]["avg_power_w"]) == "hbm"
+    assert en["fma"]["energy_pj_per_op"] / en["shared"]["energy_pj_per_op"] > 0.15  # the FADDs count
+
+
 # On the roofline: the FMA kernel, 16 * iters FLOP per 4 bytes (out written);
 # its throughput is also the roofline's compute ceiling.
 ROOFLINE = ("*", 5)

@@ -179,6 +179,34 @@ def summary(data: dict) -> list[str]:
     return out
 
 
+def claims(data: dict) -> None:
+    """docs/tuning-method*.md, "What the measurements show": the four-step
+    convolution, every step faster and cheaper than the one before; the
+    source's tile story: 32x32 does not cost more energy than 8x8, and
+    16x16 with 4 outputs per thread is the best of step 3 (checked against
+    the committed measurements)."""
+    fs = {(r["impl"], r["variant"]): r for r in results.select(data, TOPIC)}
+    c = {v: fs[("cupy", v)] for v in ("naive", "coalesced", "tiled8", "tiled16", "tiled32", "tiled16x4", "tuned")}
+    chain = ["naive", "coalesced", "tiled16", "tiled16x4", "tuned"]
+    assert [c[v]["ms"] for v in chain] == sorted((c[v]["ms"] for v in chain), reverse=True)
+    assert [c[v]["energy_j_per_gflop"] for v in chain] == sorted((c[v]["energy_j_per_gflop"] for v in chain),
+                                                                  reverse=True)
+    assert c["coalesced"]["ratio"] > 3 and c["tuned"]["ratio"] > 15              # step 2 alone; all four
+    assert c["tuned"]["energy_ratio_to_naive"] > 1 / c["tuned"]["ratio"]           # energy falls less than time
+    assert c["tuned"]["avg_power_w"] > c["naive"]["avg_power_w"]                   # and draws more power
+    step3 = [v for v in c if c[v]["step"] == 3]
+    assert min(step3, key=lambda v: c[v]["ms"]) == "tiled16x4"                   # the source's final choice
+    assert min(step3, key=lambda v: c[v]["energy_j_per_gflop"]) == "tiled16x4"
+    assert c["tiled32"]["energy_j_per_gflop"] < c["tiled8"]["energy_j_per_gflop"]   # not "+12 %"
+    assert abs(c["tiled32"]["ms"] / c["tiled8"]["ms"] - 1) < 0.1                  # nor slower: about equal
+    assert all(c[v]["occupancy"] == 1.0 for v in c)                               # theoretical (the driver's)
+    achieved = {v: c[v]["achieved_occupancy"] for v in c}                        # Nsight Compute's
+    assert all(0.5 < a < c[v]["occupancy"] for v, a in achieved.items())          # below theoretical, every step
+    assert min(achieved, key=achieved.get) == "naive"                             # lowest for the baseline
+    assert max(achieved.values()) - min(achieved.values()) < 0.2                  # a spread of a few points
+    assert fs[("numba", "tiled16")]["ms"] < fs[("numba", "coalesced")]["ms"] < c["naive"]["ms"]
+
+
 # On the roofline: 2 * 25 FLOP per 8 bytes (each pixel read and written once).
 ROOFLINE = ("D", 3)
 

@@ -3,7 +3,7 @@
 (a) Copies, H2D and D2H, from pageable (NumPy) and pinned
     (cupyx.empty_pinned; Numba: cuda.pinned_array) memory, 64 KiB to 1 GiB.
     Each copy is synchronous and timed with the host's clock (see
-    host_transfer.time_copy for why not events); GB/s = bytes / time. The
+    time_copy below for why not events); GB/s = bytes / time. The
     ref of a pageable record is the pinned record of the same size and
     direction (ratio < 1: pageable is slower); a pinned record is its own.
 (b) The chunked pipeline, H2D -> poly_chunk -> D2H per chunk, 256 MiB in 8
@@ -28,11 +28,16 @@ idles; energy_j_above_idle subtracts the idle power measured in this run.
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import numpy as np
 
-from .. import results
+from .. import checks, harness, results
+from ..host_transfer import _check_copy, _cp, copy_h2d, is_pinned, pinned_like
+from ..managed_memory import (SCALE, center_cupy, host_view, managed_array_numba, managed_empty,
+                              prefetch_to_gpu, scale_cupy, scale_numba, zero_copy_view)
+from ..transfer_pipeline import poly_cupy
 from . import plotting
 
 TOPIC = "host_transfer"
@@ -50,6 +55,205 @@ READ_BYTES, QUICK_READ_BYTES = 256 * MIB, 64 * MIB  # both > the 60 MiB L2 of an
 CHUNKS = 8
 STREAMS = (1, 2, 4)
 KIND_COLORS = {"h2d": "C0", "kernel": "C2", "d2h": "C1"}
+
+
+# ---------------------------------------------- what times the transfers --
+
+HOST_READ_MODES = ("explicit_copy", "explicit_copy_twice", "managed", "managed_prefetch",
+                   "zero_copy", "zero_copy_twice")
+
+
+NUMBA_HOST_READ_MODES = ("explicit_copy", "managed", "zero_copy")  # no prefetch in Numba
+
+
+def time_copy(host, dev, direction: str, *, samples: int = 15, min_sample_ms: float = 2.0,
+              max_seconds: float | None = None) -> dict:
+    """Median time of one synchronous copy (enqueue, then wait for the
+    stream, as cudaMemcpy does) between `host` and `dev`, in milliseconds,
+    and its bandwidth host.nbytes / time in GB/s.
+
+    Timed with the host's clock (time.perf_counter), not with CUDA events:
+    from pageable memory part of a copy is the CPU's work (staging through a
+    pinned buffer) and part of that happens before the copy reaches the
+    stream, so events around it on the stream would miss it. The host clock
+    sees everything the program waits for; pinned copies are timed the same
+    way so that the two compare fairly. The wait after each copy (~10 us)
+    is part of the cost of a synchronous copy; it dominates small copies.
+    The first copies (warm-up: first touch of pageable pages, the driver's
+    staging buffers) are not timed.
+    """
+    cp = _cp()
+    if direction not in ("h2d", "d2h"):
+        raise ValueError(f"direction must be 'h2d' or 'd2h', got {direction!r}")
+    _check_copy(host, dev)
+    rt = cp.cuda.runtime
+    stream = cp.cuda.Stream(non_blocking=True)
+    if direction == "h2d":
+        dst, src, kind = dev.data.ptr, host.ctypes.data, rt.memcpyHostToDevice
+    else:
+        dst, src, kind = host.ctypes.data, dev.data.ptr, rt.memcpyDeviceToHost
+
+    def one():  # the bare runtime call: no Python checks inside the timed loop
+        rt.memcpyAsync(dst, src, host.nbytes, kind, stream.ptr)
+        stream.synchronize()
+
+    cp.cuda.Device().synchronize()
+    t = harness.time_host(one, samples=samples, min_sample_ms=min_sample_ms, max_seconds=max_seconds)
+    t.update(gbps=host.nbytes / (t["ms"] * 1e-3) / 1e9, pinned=is_pinned(host))
+    return t
+
+
+def balance_iters(chunk_n: int, *, threads: int = 256, probe_iters: int = 256,
+                  max_iters: int = 1 << 16) -> dict:
+    """The iters for which poly_chunk on chunk_n elements lasts about as
+    long as copying chunk_n float32 in from pinned memory (when the three
+    stages of the pipeline take equal time, overlap gains the most: up to
+    3x with many chunks). The kernel's time is affine in iters, t0 + iters
+    * t1 (t0: reading and writing the chunk in HBM), so two probes give it.
+    """
+    cp = _cp()
+
+    checks.require_int("chunk_n", chunk_n, 1, 2**31 - 1)
+    x_pin = pinned_like(np.random.default_rng(0).random(chunk_n, dtype=np.float32))
+    x = cp.empty(chunk_n, dtype=cp.float32)
+    out = cp.empty_like(x)
+    t_copy = harness.time_gpu(lambda: copy_h2d(x_pin, x), warmup=3, samples=10)["ms"]
+    t_zero = harness.time_gpu(lambda: poly_cupy(x, out, iters=0, threads=threads), warmup=3, samples=10)["ms"]
+    t_probe = harness.time_gpu(lambda: poly_cupy(x, out, iters=probe_iters, threads=threads),
+                               warmup=3, samples=10)["ms"]
+    per_iter = max((t_probe - t_zero) / probe_iters, 1e-9)
+    # Tiny chunks: both times are launch overhead and the ratio means little.
+    iters = min(max_iters, max(1, round((t_copy - t_zero) / per_iter)))
+    return {"iters": int(iters), "copy_ms": t_copy, "kernel_ms_per_iter": per_iter, "kernel_ms_0": t_zero}
+
+
+class HostRead:
+    """n float32 that the host has just written, read on the GPU by scale_once
+    (out = 2x) or, for the "_twice" modes, by center (out = x - mean, two
+    passes over x). `mode` is one of HOST_READ_MODES:
+
+    - explicit_copy: the host writes a pinned buffer; cudaMemcpyAsync copies
+      it to device memory; the kernel reads device memory (the baseline);
+    - explicit_copy_twice: the same copy, then both passes read device memory;
+    - managed: the host writes managed memory; the kernel reads it and the
+      GPU's page faults migrate it;
+    - managed_prefetch: the same, with cudaMemPrefetchAsync before the kernel;
+    - zero_copy: the kernel reads the pinned host buffer itself;
+    - zero_copy_twice: both passes read the pinned host buffer.
+
+    reset() waits for the GPU and has the host rewrite the input from src:
+    every run starts from the same state, the data in host memory (for
+    managed memory the CPU's writes fault its pages back to the host).
+    run(stream) enqueues the copy or prefetch and the kernel(s); returns
+    the device output. impl="numba" has the modes of NUMBA_HOST_READ_MODES
+    (cuda.pinned_array, cuda.managed_array, cuda.mapped_array).
+    """
+
+    def __init__(self, mode: str, src, *, impl: str = "cupy", threads: int = 256):
+        modes = HOST_READ_MODES if impl == "cupy" else NUMBA_HOST_READ_MODES
+        if impl not in ("cupy", "numba"):
+            raise ValueError(f"impl must be 'cupy' or 'numba', got {impl!r}")
+        if mode not in modes:
+            raise ValueError(f"mode must be one of {modes} for impl {impl!r}, got {mode!r}")
+        checks.require_host_vector("src", src)
+        if src.size == 0:
+            raise ValueError("src must hold at least one element")
+        checks.require_block_size("threads", threads)
+        self.mode, self.impl, self.src, self.threads = mode, impl, src, threads
+        self.n = src.size
+        self.twice = mode.endswith("_twice")
+        self.link_bytes = 4 * self.n  # the input must cross the link once
+        if impl == "cupy":
+            self._setup_cupy()
+        else:
+            self._setup_numba()
+        self.reset()
+
+    def _setup_cupy(self):
+        import cupyx
+
+        cp = _cp()
+        self.out = cp.empty(self.n, dtype=cp.float32)
+        if self.mode.startswith("managed"):
+            self.dev = managed_empty(self.n)
+            self.host = host_view(self.dev)  # the same memory, seen from the CPU
+        else:
+            self.host = cupyx.empty_pinned(self.n, dtype=np.float32)
+            if self.mode.startswith("zero_copy"):
+                self.dev = zero_copy_view(self.host)
+            else:
+                self.dev = cp.empty(self.n, dtype=cp.float32)
+
+    def _setup_numba(self):
+        from numba import cuda
+
+        self.out = cuda.device_array(self.n, dtype=np.float32)
+        if self.mode == "managed":
+            self.dev = self.host = managed_array_numba(self.n)
+        elif self.mode == "zero_copy":
+            self.dev = self.host = cuda.mapped_array(self.n, dtype=np.float32)
+        else:
+            self.host = cuda.pinned_array(self.n, dtype=np.float32)
+            self.dev = cuda.device_array(self.n, dtype=np.float32)
+
+    def reset(self) -> None:
+        # The GPU must be done with the buffer before the CPU rewrites it.
+        if self.impl == "cupy":
+            _cp().cuda.Device().synchronize()
+        else:
+            from numba import cuda
+
+            cuda.synchronize()
+        self.host[:] = self.src
+
+    def run(self, stream=None):
+        if self.impl == "numba":
+            if self.mode == "explicit_copy":
+                self.dev.copy_to_device(self.host)
+            return scale_numba(self.dev, self.out, threads=self.threads)
+        cp = _cp()
+        stream = cp.cuda.get_current_stream() if stream is None else stream
+        with stream:
+            if self.mode.startswith("explicit_copy"):
+                copy_h2d(self.host, self.dev, stream=stream)
+            elif self.mode == "managed_prefetch":
+                prefetch_to_gpu(self.dev, stream)
+            if self.twice:
+                return center_cupy(self.dev, self.out, threads=self.threads)
+            return scale_cupy(self.dev, self.out, threads=self.threads)
+
+    def result(self) -> np.ndarray:
+        """The output, copied to the host."""
+        if self.impl == "numba":
+            return self.out.copy_to_host()
+        return _cp().asnumpy(self.out)
+
+    def expected(self) -> np.ndarray:
+        """The float64 reference of the output."""
+        x = self.src.astype(np.float64)
+        return x - x.mean() if self.twice else SCALE * x
+
+
+def time_host_read(case: HostRead, *, samples: int = 10, warmup: int = 2) -> dict:
+    """Median GPU time of case.run(), after a fresh case.reset() each time,
+    in ms: CUDA events around run() only, on the current stream. The
+    host's rewrite of the input is not timed (it is the same in every
+    mode); page faults, prefetches and copies all happen between the events.
+    """
+    cp = _cp()
+    stream = cp.cuda.get_current_stream()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    times = []
+    for k in range(warmup + samples):
+        case.reset()
+        start.record(stream)
+        case.run(stream)
+        end.record(stream)
+        end.synchronize()
+        if k >= warmup:
+            times.append(cp.cuda.get_elapsed_time(start, end))
+    times.sort()
+    return {"ms": statistics.median(times), "ms_min": times[0], "ms_max": times[-1], "samples": samples}
 
 
 def _variant_of(streams: int) -> str:
@@ -132,7 +336,7 @@ def _copies_of(nbytes: int, max_seconds: float) -> list[dict]:
                     host[:] = np.nan
                 cp.cuda.Device().synchronize()
                 if impl == "cuda_memcpy":
-                    t = ht.time_copy(host, dev, direction, max_seconds=max_seconds)
+                    t = time_copy(host, dev, direction, max_seconds=max_seconds)
                     if t["pinned"] != (mem == "pinned"):
                         raise RuntimeError(f"{variant}: the host buffer's pinned={t['pinned']}")
                 else:
@@ -154,14 +358,14 @@ def _measure_pipeline(quick: bool) -> list[dict]:
     from numba import cuda
 
     from .. import harness
-    from .. import host_transfer as ht
+    from .. import host_transfer as ht, transfer_pipeline as tp
 
     n = (QUICK_PIPELINE_BYTES if quick else PIPELINE_BYTES) // 4
-    balance = ht.balance_iters(n // CHUNKS)
+    balance = balance_iters(n // CHUNKS)
     iters = balance["iters"]
     x = ht.pinned_like(np.random.default_rng(1).random(n, dtype=np.float32) + np.float32(0.5))
     out = ht.pinned_like(np.full(n, np.nan, dtype=np.float32))
-    ref = ht.poly_reference(x, iters)
+    ref = tp.poly_reference(x, iters)
     work = (cp.empty(n, dtype=cp.float32), cp.empty(n, dtype=cp.float32))
     nb_x, nb_out = cuda.pinned_array(n, dtype=np.float32), cuda.pinned_array(n, dtype=np.float32)
     nb_x[:] = x
@@ -173,11 +377,11 @@ def _measure_pipeline(quick: bool) -> list[dict]:
         for streams in STREAMS:
             if impl == "cupy":
                 def run(s=streams, timeline=False):
-                    return ht.pipeline(x, out, chunks=CHUNKS, streams=s, iters=iters, work=work, timeline=timeline)
+                    return tp.pipeline(x, out, chunks=CHUNKS, streams=s, iters=iters, work=work, timeline=timeline)
                 host_out = out
             else:
                 def run(s=streams):
-                    return ht.pipeline_numba(nb_x, nb_out, chunks=CHUNKS, streams=s, iters=iters, work=nb_work)
+                    return tp.pipeline_numba(nb_x, nb_out, chunks=CHUNKS, streams=s, iters=iters, work=nb_work)
                 host_out = nb_out
             host_out[:] = np.nan  # poison
             run()
@@ -202,20 +406,19 @@ READ_REFS = {"explicit_copy_twice": "explicit_copy", "zero_copy_twice": "explici
 
 def _measure_host_read(quick: bool) -> list[dict]:
     from .. import harness
-    from .. import host_transfer as ht
 
     n = (QUICK_READ_BYTES if quick else READ_BYTES) // 4
     src = np.random.default_rng(2).random(n, dtype=np.float32) + np.float32(0.5)
     idle = harness.idle_power_w()
     records = []
-    for impl, modes in (("cupy", ht.HOST_READ_MODES), ("numba", ht.NUMBA_HOST_READ_MODES)):
+    for impl, modes in (("cupy", HOST_READ_MODES), ("numba", NUMBA_HOST_READ_MODES)):
         for mode in modes:
-            case = ht.HostRead(mode, src, impl=impl)
+            case = HostRead(mode, src, impl=impl)
             case.run()
             err = harness.rel_err(case.result(), case.expected())
             if not err <= (1e-5 if case.twice else 0.0):  # 2x is exact; NaN fails
                 raise RuntimeError(f"{impl} {mode}: rel_err {err}")
-            t = ht.time_host_read(case, samples=5 if quick else 10)
+            t = time_host_read(case, samples=5 if quick else 10)
             rec = _record(impl, mode, n, t["ms"], case.link_bytes / (t["ms"] * 1e-3) / 1e9,
                           READ_REFS.get(mode, "explicit_copy"), err, ms_min=t["ms_min"], ms_max=t["ms_max"],
                           bytes=case.link_bytes)
@@ -294,9 +497,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     # 3. Reading host-written data: time and board energy per mode.
     reads = [r for r in rows if r["impl"] == "cupy" and "energy_j_above_idle" in r]
     if reads:
-        from .. import host_transfer as ht
-
-        order = {m: i for i, m in enumerate(ht.HOST_READ_MODES)}
+        order = {m: i for i, m in enumerate(HOST_READ_MODES)}
         reads.sort(key=lambda r: order.get(r["variant"], 99))
         fig, ax = plotting.new_figure(8, 4)
         xs = np.arange(len(reads))
@@ -334,16 +535,16 @@ def sanitize() -> None:
     kernel of this topic once, at odd sizes, its results checked."""
     import numpy as np
 
-    from kernels import host_transfer as ht
+    from kernels import host_transfer as ht, transfer_pipeline as tp
 
     for n in (1, 1000, 2**16 + 3):
         x = ht.pinned_like(np.random.default_rng(n).random(n, dtype=np.float32))
         out = ht.pinned_like(np.full(n, np.nan, dtype=np.float32))
         for chunks, streams in ((1, 1), (3, 2), (7, 4)):
-            ht.pipeline(x, out, chunks=min(chunks, n), streams=streams, iters=8)
-            np.testing.assert_allclose(out, ht.poly_reference(x, 8), rtol=1e-6)
-        for mode in ht.HOST_READ_MODES:
-            case = ht.HostRead(mode, np.random.default_rng(n).random(n, dtype=np.float32))
+            tp.pipeline(x, out, chunks=min(chunks, n), streams=streams, iters=8)
+            np.testing.assert_allclose(out, tp.poly_reference(x, 8), rtol=1e-6)
+        for mode in HOST_READ_MODES:
+            case = HostRead(mode, np.random.default_rng(n).random(n, dtype=np.float32))
             case.reset()
             case.run()
             np.testing.assert_allclose(case.result(), case.expected(), rtol=1e-5, atol=1e-6)

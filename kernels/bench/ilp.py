@@ -114,6 +114,26 @@ def summary(data: dict) -> list[str]:
     return out
 
 
+def claims(data: dict) -> None:
+    """docs/ilp*.md, "What the table shows" and the integer-division
+    paragraph, checked against the committed measurements."""
+    rows = {r["variant"]: r for r in results.select(data, TOPIC)}
+    lat = {r["kernel"]: r for r in rows.values() if r.get("config") == "latency_bound"}
+    t = {k: r["tflops"] for k, r in lat.items()}
+    assert 1.7 <= t["ilp_chains_2"] / t["ilp_chains_1"] <= 2.3             # about twice
+    assert t["ilp_chains_4"] >= 3 * t["ilp_chains_1"]                       # more than three times
+    assert t["ilp_chain_unrolled"] <= 1.15 * t["ilp_chains_1"]              # unrolling alone: no gain
+    assert t["ilp_chains_32"] <= 1.25 * t["ilp_chains_4"]                   # little beyond four
+    assert t["ilp_chains_8"] < t["ilp_chains_4"]                            # eight ran slower than four
+    assert t["ilp_chains_32_capped"] < t["ilp_chains_1"] / 2 and lat["ilp_chains_32_capped"]["local_bytes"] > 0
+    regs = [lat[f"ilp_chains_{k}"]["registers"] for k in (1, 2, 4, 8, 16, 32)]
+    assert regs == sorted(regs)
+    full = {r["kernel"]: r["tflops"] for r in rows.values() if r.get("config") == "full_occupancy"}
+    assert full["ilp_chains_1"] > max(t["ilp_chains_1"], t["ilp_chain_unrolled"])
+    assert full["ilp_chains_8"] >= 0.95 * max(list(t.values()) + list(full.values()))
+    assert rows["int_shift_mask"]["gops"] >= 2 * rows["int_div_mod"]["gops"]  # more than twice as fast
+
+
 # On the roofline: the FMA chains, 2 * iters FLOP per 8 bytes (x read, out
 # written); the latency-bound capped run and the integer kernels are not on it.
 ROOFLINE = ("^", 4)

@@ -143,6 +143,21 @@ def summary(data: dict) -> list[str]:
     return out
 
 
+def claims(data: dict) -> None:
+    """docs/memory-hierarchy*.md: "What the measurements show" and the boxes
+    about latency, checked against the committed measurements."""
+    lat = {(r["impl"], r["variant"], r["shape"][0]): r for r in results.select(data, TOPIC)}
+    cyc = {v: next(r for (i, vv, _), r in lat.items() if i == "cupy" and vv == v)["cycles"]
+           for v in ("shared", "l1", "l2", "hbm")}
+    assert cyc["shared"] < cyc["l1"] < 100 < cyc["l2"] < cyc["hbm"]         # a few tens; four plateaus
+    assert 5 < cyc["l2"] / cyc["l1"] < 15 and cyc["hbm"] > 2 * cyc["l2"]
+    assert 200 <= cyc["l2"] <= 300 and 400 <= cyc["hbm"] <= 800             # 000's figure = L2, 002's = HBM
+    foot = {n: r["cycles"] for (i, v, n), r in lat.items() if v == "footprint"}
+    assert foot[1 << 30] > foot[1 << 26] > 2 * cyc["l2"]                     # past L2: towards HBM, creeping
+    assert foot[1 << 14] < 1.2 * cyc["l1"]
+    assert lat[("numba", "l1", 16 << 10)]["ns"] > lat[("cupy", "l1", 16 << 10)]["ns"]
+
+
 def sanitize() -> None:
     """`make sanitize` (tests.gpu_driver, under compute-sanitizer): every CUDA C
     kernel of this topic once, at odd sizes, its results checked."""

@@ -68,3 +68,11 @@ def summary(data: dict) -> list[str]:
         out.append(f"  DIFFERS {r['variant']} threads={r['threads']} dyn={r['dynamic_smem']}: "
                    f"calc {r['calc_blocks_per_sm']} driver {r['driver_blocks_per_sm']}")
     return out
+
+
+def claims(data: dict) -> None:
+    """docs/occupancy*.md, the calculator against the driver: the occupancy
+    calculator equals the driver in every recorded case (checked against the
+    committed measurements)."""
+    check = results.select(data, TOPIC)
+    assert len(check) > 300 and all(r["calc_blocks_per_sm"] == r["driver_blocks_per_sm"] for r in check)

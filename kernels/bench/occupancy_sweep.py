@@ -212,3 +212,51 @@ def summary(data: dict) -> list[str]:
         out.append(f"{r['variant']:36} {r['threads']:5} {r['dynamic_smem']:7} {r['blocks_per_sm']:4} "
                    f"{r['occupancy']:5.2f} {r['regs']:4} {r['local_bytes']:5} {rate:>9} {r['ratio']:6.3f} {en:>8}")
     return out
+
+
+def claims(data: dict) -> None:
+    """docs/occupancy*.md, "What the sweeps show" and the source's 50-75 %
+    band, checked against the committed measurements: memory-bound and
+    ILP-free kernels want occupancy, the ILP-rich autotuned matmul is best
+    at 12.5 % and spills when forced higher."""
+    sweep = {r["variant"]: r for r in results.select(data, TOPIC) if "occupancy" in r}
+    mem = sorted((r["occupancy"], r["ratio"]) for r in sweep.values() if r["kind"] == "memory" and r["sweep"] == "smem")
+    best = max(v for _, v in mem)
+    assert all(v < 0.6 * best for o, v in mem if o <= 0.125)                 # starved of loads in flight
+    assert all(v >= 0.9 * best for o, v in mem if o >= 0.5)                  # enough from half occupancy on
+    mem_all = [r for r in sweep.values() if r["kind"] == "memory"]
+    fastest = max(mem_all, key=lambda r: r["ratio"])
+    assert fastest["variant"] == "vector_add/threads_32t" and fastest["occupancy"] == 0.5
+    for r1 in mem_all:  # energy per byte falls as bandwidth rises (beyond noise: 0.1 of the copy)
+        for r2 in mem_all:
+            if r2["ratio"] > r1["ratio"] + 0.1:
+                assert r2["energy_pj_per_byte"] < r1["energy_pj_per_byte"], (r1["variant"], r2["variant"])
+    auto = {m: sweep[f"autotuned/min_blocks_{m}"] for m in (1, 2, 3, 4)}
+    assert max(auto.values(), key=lambda r: r["ratio"])["occupancy"] == 0.125  # best at 12.5 %
+    assert auto[1]["local_bytes"] == auto[2]["local_bytes"] == 0 < auto[3]["local_bytes"] < auto[4]["local_bytes"]
+    assert auto[4]["ratio"] < auto[3]["ratio"] < auto[2]["ratio"]            # the cap spills, and it costs
+    assert auto[4]["ratio"] < 0.15 and [auto[m]["regs"] for m in (3, 4)] == [168, 128]
+    assert auto[4]["energy_j_per_gflop"] > auto[3]["energy_j_per_gflop"] > auto[2]["energy_j_per_gflop"]
+    assert sweep["autotuned/one_block"]["ratio"] < 0.7 * auto[2]["ratio"]     # but 1 block is too few
+    s16 = sorted((r["occupancy"], r["ratio"]) for v, r in sweep.items() if v.startswith("smem_tiled16/"))
+    assert [v for _, v in s16] == sorted(v for _, v in s16)                  # no ILP: occupancy helps throughout
+    # the source's "50-75 % is best" is not a rule. By time: the ILP kernel is best at 12.5 %, the
+    # ILP-free tile at 100 %, neither inside the band
+    comp = [r for r in sweep.values() if r["kind"] == "compute"]
+    assert not 0.5 <= max(comp, key=lambda r: r["ratio"])["occupancy"] <= 0.75
+    assert max(s16, key=lambda p: p[1])[0] == 1.0
+    # by energy per GFLOP (the source's measure): the ILP kernel is cheapest at 12.5 %, the tile inside
+    # the band (50 % or 75 %: it moves between runs), but from 50 % to 100 % its energy differs by < 1/10
+    auto_all = [r for v, r in sweep.items() if v.startswith("autotuned/")]
+    assert min(auto_all, key=lambda r: r["energy_j_per_gflop"])["occupancy"] == 0.125
+    e16 = {r["occupancy"]: r["energy_j_per_gflop"] for v, r in sweep.items() if v.startswith("smem_tiled16/")}
+    assert min(e16, key=e16.get) in (0.5, 0.75)
+    upper = [e for o, e in e16.items() if o >= 0.5]
+    assert max(upper) / min(upper) - 1 < 0.1                                  # "less than a tenth"
+    assert e16[1.0] / min(upper) - 1 < 0.1                                    # 100 %: "a few per cent" more
+    # the memory-bound kernel: fastest at 50 % (asserted above), and that point is also the
+    # cheapest per byte; from 50 % up every point is within a tenth of its own sweep's best
+    assert min(mem_all, key=lambda r: r["energy_pj_per_byte"]) is fastest
+    for name in ("threads", "smem"):
+        pts = [r["ratio"] for r in mem_all if r["sweep"] == name]
+        assert all(r["ratio"] >= 0.9 * max(pts) for r in mem_all if r["sweep"] == name and r["occupancy"] >= 0.5)

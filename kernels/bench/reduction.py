@@ -106,6 +106,26 @@ def summary(data: dict) -> list[str]:
     return out
 
 
+def claims(data: dict) -> None:
+    """docs/divergence*.md, "What each step bought"; the issue's goals,
+    checked against the committed measurements."""
+    rows = results.select(data, TOPIC)
+    cupy = {r["variant"]: r for r in rows if r["impl"] == "cupy" and not r.get("tuning")}
+    numba = {r["variant"]: r for r in rows if r["impl"] == "numba"}
+    ladder = ["interleaved_modulo", "interleaved_strided", "sequential", "first_add", "warp_shuffle",
+              "grid_stride", "vectorized", "single_pass"]
+    ratios = [cupy[v]["ratio"] for v in ladder]
+    assert ratios == sorted(ratios), ratios                                 # every step helps
+    assert all(cupy[v]["ratio"] < 0.25 for v in ladder[:3])                 # steps 0-2 far below
+    assert cupy["grid_stride"]["ratio"] > 1.5 * cupy["warp_shuffle"]["ratio"]  # step 5: the big jump
+    assert cupy["vectorized"]["ratio"] >= 1.0 and cupy["single_pass"]["ratio"] >= 1.0
+    assert cupy["single_pass"]["ratio_to_cp_sum"] >= 0.98                   # within about two percent
+    best = max(r["ratio_to_cp_sum"] for r in rows if r["impl"] == "cupy")
+    assert best >= 0.995                                                    # its best configuration matches
+    assert max(r["ratio"] for r in rows if r["impl"] == "cupy") >= 0.90     # issue goal: >= 0.90 x copy
+    assert all(numba[v]["gbps"] < cupy[v]["gbps"] for v in numba)            # Numba slower at every step
+
+
 # On the roofline: 1 FLOP per 4 bytes (each element read once, one add),
 # every kernel at the largest size.
 ROOFLINE = ("v", 1)

@@ -186,6 +186,19 @@ def summary(data: dict) -> list[str]:
     return out
 
 
+def claims(data: dict) -> None:
+    """docs/memory-hierarchy*.md: "What the measurements show" about the
+    transpose, and the issue's goal (transpose >= 0.85 x copy), checked
+    against the committed measurements."""
+    tr = {(r["impl"], r["variant"]): r for r in results.select(data, TOPIC)}
+    r = {v: tr[("cupy", v)]["ratio"] for v in ("naive", "smem", "padded", "coarsened", "copy_tiled")}
+    assert r["naive"] < r["smem"] < r["padded"] < r["coarsened"]
+    assert r["padded"] > 2 * r["smem"]
+    assert r["coarsened"] >= 0.85 and r["coarsened"] >= 0.9 * r["copy_tiled"]  # goal; close to tiled copy
+    assert tr[("cupy", "naive")]["energy_pj_per_byte"] > 3 * tr[("cupy", "coarsened")]["energy_pj_per_byte"]
+    assert max(tr[("numba", v)]["ratio"] for v in ("naive", "padded", "coarsened")) < r["padded"]
+
+
 def sanitize() -> None:
     """`make sanitize` (tests.gpu_driver, under compute-sanitizer): every CUDA C
     kernel of this topic once, at odd sizes, its results checked."""
