@@ -530,6 +530,31 @@ def summary(data: dict) -> list[str]:
     return out
 
 
+def claims(data: dict) -> None:
+    """docs/memory-hierarchy*.md: "What the measurements show" and the boxes
+    about host <-> device transfers (pageable and pinned copies, streams,
+    managed and zero-copy memory), checked against the committed
+    measurements."""
+    ht = {(r["impl"], r["variant"], r["shape"][0]): r for r in results.select(data, TOPIC)}
+    sizes = sorted({n for (i, v, n) in ht if i == "cuda_memcpy"})
+    small, large = sizes[0], sizes[-1]
+    for d in ("h2d", "d2h"):
+        assert ht[("cuda_memcpy", f"{d}_pageable", large)]["ratio"] < 1 / 3, d  # several times, not 2-3x
+        assert 0.4 < ht[("cuda_memcpy", f"{d}_pageable", small)]["ratio"] < 0.65, d  # about twice at the smallest
+    pin = [ht[("cuda_memcpy", f"{d}_pinned", large)]["gbps"] for d in ("h2d", "d2h")]
+    assert abs(pin[0] - pin[1]) < 0.05 * pin[1]
+    cu = {v: r for (i, v, n), r in ht.items() if i == "cupy"}
+    assert cu["pipeline_streams2"]["ms"] < 0.6 * cu["pipeline_serial"]["ms"]
+    assert cu["pipeline_streams4"]["ms"] < cu["pipeline_streams2"]["ms"]
+    assert cu["managed"]["ratio"] < 0.3 and cu["managed_prefetch"]["ratio"] > 0.85
+    assert cu["zero_copy"]["ratio"] > 0.85 and cu["zero_copy_twice"]["ratio"] < 0.6
+    once = ("explicit_copy", "managed", "managed_prefetch", "zero_copy")
+    assert min(once, key=lambda v: cu[v]["energy_j_per_call"]) == "explicit_copy"
+    assert max(once, key=lambda v: cu[v]["energy_j_per_call"]) == "managed"
+    nb = {v: r for (i, v, n), r in ht.items() if i == "numba"}
+    assert nb["pipeline_streams4"]["ratio"] < cu["pipeline_streams4"]["ratio"]
+
+
 def sanitize() -> None:
     """`make sanitize` (tests.gpu_driver, under compute-sanitizer): every CUDA C
     kernel of this topic once, at odd sizes, its results checked."""
