@@ -298,3 +298,33 @@ def test_record_helper_requires_a_measured_error():
         results.record("t", "cupy", "v", [1], "float32", ms=1.0, rel_err=float("nan"))
     r = results.record("t", "cupy", "v", [3], "float32", ms=1.0, rel_err=1e-7, gbps=2.0)
     assert r["id"] == "t/cupy/v/3/float32" and r["ref"] == r["id"] and r["gbps"] == 2.0
+
+
+def test_stamps_follow_definitions_not_files(tmp_path):
+    """Moving a definition between kernel modules keeps a topic's stamp;
+    changing its code, or a bench definition measure() reaches, changes it;
+    a bench definition measure() does not reach (claims, plots) does not."""
+    k = tmp_path / "kernels"
+    (k / "bench").mkdir(parents=True)
+    (k / "cuda").mkdir()
+    (k / "cuda" / "t.cu").write_text('extern "C" __global__ void f() {}\n')
+    bench = k / "bench" / "t.py"
+
+    def write(a: str, b: str, bench_text: str):
+        (k / "a.py").write_text("from . import b\n" + a)
+        (k / "b.py").write_text('"""b"""\nCUDA = "t.cu"\n' + b)
+        bench.write_text("from .. import a\n" + bench_text)
+        return results.topic_sources(bench, k)
+
+    f = "def f(x):\n    return x + 1\n"
+    g = "def g(x):\n    # a comment\n    return 2 * x\n"
+    m = "N = 3\n\n\ndef measure(quick=False):\n    return [N]\n\n\ndef claims(data):\n    assert data\n"
+    base = write(f + g, "", m)
+    assert set(base) == {"f", "g", "CUDA", "cuda/t.cu", "N", "measure"}
+    assert write(f, g, m) == base                                              # g moved from a to b
+    assert write(f.replace("+ 1", "+ 2"), g, m) != base                        # f's code changed
+    assert write(f, g.replace("# a comment", "# another"), m) == base          # a comment is not code
+    assert write(f, g, m.replace("N = 3", "N = 4")) != base                    # reached from measure()
+    assert write(f, g, m.replace("assert data", "assert not data")) == base    # claims are not measured
+    (k / "cuda" / "t.cu").write_text('// x\nextern "C"\n  __global__ void f() {}\n')
+    assert write(f, g, m) == base                                              # layout and comments only
