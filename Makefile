@@ -18,7 +18,13 @@ PY := $(PYTHON)
 SETUP :=
 endif
 
-EXTRAS := docs,test$(shell nvidia-smi -L >/dev/null 2>&1 && echo ,gpu)
+# The GPU extra follows the driver: none without one; `gpu` (cupy-cuda12x,
+# which runs on CUDA 12 and 13 drivers) when it supports CUDA 12 or later;
+# GPU_EXTRA=gpu13 for the CUDA 13 wheels instead. Never both.
+DRIVER_CUDA := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9][0-9]*\)\..*/\1/p' | head -1)
+GPU_EXTRA ?= $(if $(DRIVER_CUDA),$(shell [ $(DRIVER_CUDA) -ge 12 ] && echo gpu),)
+COMMA := ,
+EXTRAS := docs,test$(if $(GPU_EXTRA),$(COMMA)$(GPU_EXTRA))
 PYTEST_ARGS ?=
 
 .PHONY: help serve build test bench sanitize profile clean
@@ -29,6 +35,7 @@ help:
 	@sed -n '1,11p' Makefile
 
 $(VENV)/.installed: pyproject.toml
+	@echo "make: installing extras [$(EXTRAS)] (driver CUDA $(or $(DRIVER_CUDA),none); GPU extra: $(or $(GPU_EXTRA),none))"
 	python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --quiet -e ".[$(EXTRAS)]"

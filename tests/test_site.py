@@ -132,3 +132,34 @@ def test_results_render_from_the_file(site):
     rec = next(r for r in data["records"] if r["id"] == f"vector_add/cupy/guard/{top}/float32")
     assert f"{rec['gbps']:,.1f}" in page, "the table shows the file's number"
     assert "vector_add-" in page and ".svg" in page
+
+
+EXTERNAL = re.compile(r"""<(script|link|img|iframe|source|audio|video)\b[^>]*?\b(src|href)=["']((?:https?:)?//[^"']+)["']""", re.I)
+
+
+def test_no_page_asks_for_anything_outside_the_site(site):
+    """Scripts, styles, fonts and images are the site's own (docs/assets/vendor/):
+    a page renders math and diagrams offline, and where a CDN is blocked.
+    Links a reader may click (<a href>) are not requests and may point out."""
+    found = []
+    for f in sorted(site.rglob("*.html")):
+        text = f.read_text(errors="replace")
+        for m in EXTERNAL.finditer(text):
+            if m.group(1).lower() == "link" and re.search(r'rel=["\'](?:canonical|alternate)["\']', m.group(0)):
+                continue  # metadata, never fetched
+            found.append(f"{f.relative_to(site)}: <{m.group(1)} {m.group(2)}={m.group(3)}>")
+    assert not found, "\n".join(found[:20])
+    for css in sorted((site / "assets").rglob("*.css")):
+        assert not re.search(r"@import\s+url\(\s*['\"]?(?:https?:)?//", css.read_text(errors="replace")), css
+
+
+def test_math_and_diagrams_come_from_the_site(site):
+    """Every page loads the vendored mermaid (so Material does not fetch it from
+    unpkg) and MathJax; a page with a diagram or formula has what draws it."""
+    for rel in page_dirs():
+        for lang in ("", "en/"):
+            text = html(site, f"{lang}{rel}index.html")
+            assert "assets/vendor/mermaid/mermaid.min.js" in text and "assets/vendor/mathjax/tex-svg-full.js" in text
+            assert 'fonts.googleapis.com' not in text and 'unpkg.com' not in text, (lang, rel)
+    for f in ("mermaid/mermaid.min.js", "mathjax/tex-svg-full.js", "mermaid/LICENSE", "mathjax/LICENSE"):
+        assert (site / "assets" / "vendor" / f).stat().st_size > 1000, f
