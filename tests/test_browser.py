@@ -1,0 +1,111 @@
+"""The built site in a real browser, with the network cut off: every page of
+both languages loads with no console error and no request outside the site,
+renders its formulas (MathJax) and diagrams (mermaid), and does not scroll
+sideways on a 390 px phone.
+
+Uses Playwright for Python with the system's Chromium (no browser download).
+Where Chromium or Playwright is missing these tests skip and say so; CI
+installs Chromium from the OS packages (.ci/run).
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests import pages as P
+
+pytest.importorskip("mkdocs", reason="site tooling not installed (the browser tests run on the CPU side)")
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (pip install playwright)")
+CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH (apt install chromium)")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    out = tmp_path_factory.mktemp("site")
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
+                          cwd=P.ROOT, capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    handler = type("Quiet", (http.server.SimpleHTTPRequestHandler,), {"log_message": lambda *a: None})
+    handler = functools.partial(handler, directory=str(out))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def page_paths():
+    out = []
+    for zh in (p for p in P.pages() if not p.name.endswith(".en.md")):
+        rel = zh.relative_to(P.DOCS).with_suffix("")
+        path = "" if rel.name == "index" and rel.parent == Path(".") else f"{rel.as_posix()}/"
+        out += [path, f"en/{path}"]
+    return out
+
+
+def visit(browser, server, path, width=1280):
+    """Open a page with every request outside the site aborted; return the
+    page, its console errors and the requests that failed or left the site."""
+    ctx = browser.new_context(viewport={"width": width, "height": 900})
+    page = ctx.new_page()
+    errors, outside = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("requestfailed", lambda r: outside.append(f"failed: {r.url}"))
+
+    def route(r):
+        if r.request.url.startswith(server):
+            r.continue_()
+        else:
+            outside.append(r.request.url)
+            r.abort()
+    page.route("**/*", route)
+    page.goto(f"{server}/{path}", wait_until="load")
+    return ctx, page, errors, outside
+
+
+@pytest.mark.parametrize("path", page_paths())
+def test_page_renders_offline(browser, server, path):
+    ctx, page, errors, outside = visit(browser, server, path)
+    try:
+        if page.locator(".arithmatex").count():
+            page.wait_for_selector(".arithmatex mjx-container", timeout=20000)
+            assert page.locator(".arithmatex mjx-container").count() == page.locator(".arithmatex").count()
+        if page.locator("pre.mermaid, div.mermaid").count():
+            # Material draws each diagram into a closed shadow root: it is drawn when it has a size
+            page.wait_for_function("() => [...document.querySelectorAll('div.mermaid')].length =="
+                                   " document.querySelectorAll('.mermaid').length && [...document.querySelectorAll"
+                                   "('div.mermaid')].every(e => e.getBoundingClientRect().height > 40)", timeout=20000)
+        page.wait_for_timeout(300)
+        assert not outside, outside
+        assert not errors, errors
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("path", [p for p in page_paths()])
+def test_page_does_not_scroll_sideways_on_a_phone(browser, server, path):
+    ctx, page, errors, outside = visit(browser, server, path, width=390)
+    try:
+        overflow = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert overflow <= 1, f"{path}: {overflow} px wider than the screen"
+    finally:
+        ctx.close()
