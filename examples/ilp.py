@@ -102,6 +102,9 @@ def fma_chains_cupy(x, out=None, *, kernel="ilp_chains_4", iters=1024, threads=3
         raise ValueError(f"out must be a float32 cupy.ndarray of shape {x.shape}")
     elif cp.may_share_memory(out, x):  # x and out are __restrict__ in the kernels
         raise ValueError("out must not overlap x: other threads still read x while out is written")
+    sm_threads = cp.cuda.Device().attributes["MaxThreadsPerMultiProcessor"]
+    if kernel == "ilp_chains_32_capped" and sm_threads < 2048:  # 2 blocks of 1024 per SM: sm_80, sm_90
+        raise RuntimeError(f"{kernel} needs an SM that holds 2048 threads; this GPU's holds {sm_threads}")
     load_cuda("ilp.cu").get_function(kernel)((blocks,), (threads,), (x, out, np.int32(iters)))
     return out
 

@@ -27,6 +27,20 @@ def resources(name: str) -> dict:
     return {"registers": a["regs"], "local_bytes": a["local_bytes"]}
 
 
+# ilp_chains_32_capped promises two blocks of 1024 threads per SM: only an
+# SM that holds 2048 threads can keep that promise (ilp.cu).
+CAPPED_THREADS_PER_SM = 2048
+
+
+def require_threads_per_sm(kernel: str, gpu: str, threads_per_sm: int) -> None:
+    """Refuse a kernel the GPU cannot run as written, naming the GPU and what
+    the kernel needs (the capped kernel's register cap comes from 2048
+    resident threads per SM; a GPU with fewer would run it uncapped)."""
+    if kernel == "ilp_chains_32_capped" and threads_per_sm < CAPPED_THREADS_PER_SM:
+        raise RuntimeError(f"{kernel} needs an SM that holds {CAPPED_THREADS_PER_SM} threads (sm_80, sm_90); "
+                           f"{gpu} holds {threads_per_sm}")
+
+
 def fma_chains_cupy(x, out=None, *, kernel: str = "ilp_chains_4", iters: int = 1024,
                     blocks: int | None = None, threads: int = 32):
     """Run one FMA kernel: one thread per element of x; iters FMAs per thread."""
@@ -45,6 +59,9 @@ def fma_chains_cupy(x, out=None, *, kernel: str = "ilp_chains_4", iters: int = 1
     else:
         checks.require_vector_like("out", out, "x", x, np.float32, lib="cupy")
         checks.require_no_overlap("out", out, x=x)
+    dev = cp.cuda.Device()
+    require_threads_per_sm(kernel, cp.cuda.runtime.getDeviceProperties(dev.id)["name"].decode(),
+                           dev.attributes["MaxThreadsPerMultiProcessor"])
     cupy_kernel(kernel)((x.size // threads,), (threads,), (x, out, np.int32(iters)))
     return out
 

@@ -148,3 +148,15 @@ def test_example_rejects_bad_input():
     for call, exc, match in cases:
         with pytest.raises(exc, match=match):
             call()
+
+
+def test_capped_kernel_refuses_a_gpu_whose_sm_holds_fewer_than_2048_threads():
+    """Faked device attributes (no GPU needed): Turing (1024 threads per SM)
+    and consumer Ampere/Ada (1536) cannot keep __launch_bounds__(1024, 2)."""
+    from kernels import ilp as k
+
+    for gpu, held in (("NVIDIA GeForce RTX 2080", 1024), ("NVIDIA GeForce RTX 4090", 1536)):
+        with pytest.raises(RuntimeError, match=f"2048 threads.*{gpu} holds {held}"):
+            k.require_threads_per_sm("ilp_chains_32_capped", gpu, held)
+    k.require_threads_per_sm("ilp_chains_32_capped", "NVIDIA H200", 2048)   # Hopper: fine
+    k.require_threads_per_sm("ilp_chains_32", "NVIDIA GeForce RTX 2080", 1024)  # uncapped: any GPU

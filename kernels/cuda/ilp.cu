@@ -65,7 +65,16 @@ extern "C" __global__ void ilp_chain_unrolled(const float* __restrict__ x, float
 // threads per SM, which caps the kernel at 65536 / 2048 = 32 registers per
 // thread: 32 accumulators no longer fit, and the compiler spills them to
 // local memory (ptxas reports the spill stores and loads).
-extern "C" __global__ void __launch_bounds__(1024, 2)
+// Two such blocks fit only an SM that holds 2048 threads (sm_80, sm_90).
+// Turing (sm_75: 1024) and consumer Ampere and Ada (sm_86, sm_89: 1536)
+// cannot keep that promise, and ptxas would ignore it with a warning: there
+// the kernel is compiled without it, and the launch wrappers refuse it.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800 && __CUDA_ARCH__ < 900
+#define CAPPED_MIN_BLOCKS 1
+#else
+#define CAPPED_MIN_BLOCKS 2
+#endif
+extern "C" __global__ void __launch_bounds__(1024, CAPPED_MIN_BLOCKS)
 ilp_chains_32_capped(const float* x, float* out, int iters) { fma_chains<32>(x, out, iters); }
 // --8<-- [end:chains_capped]
 
