@@ -77,6 +77,15 @@ FMA_KERNELS = ("ilp_chains_1", "ilp_chains_2", "ilp_chains_4", "ilp_chains_8", "
                "ilp_chains_32", "ilp_chain_unrolled", "ilp_chains_32_capped")
 
 
+@functools.cache
+def sm_threads(device_id):
+    """How many threads one SM of the device holds; asked once per device,
+    since a driver query inside a timed wrapper would be timed too."""
+    import cupy as cp
+
+    return cp.cuda.Device(device_id).attributes["MaxThreadsPerMultiProcessor"]
+
+
 def fma_chains_cupy(x, out=None, *, kernel="ilp_chains_4", iters=1024, threads=32):
     """Run one FMA kernel of ilp.cu: one thread per element of x, iters FMAs
     per thread; out[t] is the sum of the thread's chains. The kernels have
@@ -102,9 +111,10 @@ def fma_chains_cupy(x, out=None, *, kernel="ilp_chains_4", iters=1024, threads=3
         raise ValueError(f"out must be a float32 cupy.ndarray of shape {x.shape}")
     elif cp.may_share_memory(out, x):  # x and out are __restrict__ in the kernels
         raise ValueError("out must not overlap x: other threads still read x while out is written")
-    sm_threads = cp.cuda.Device().attributes["MaxThreadsPerMultiProcessor"]
-    if kernel == "ilp_chains_32_capped" and sm_threads < 2048:  # 2 blocks of 1024 per SM: sm_80, sm_90
-        raise RuntimeError(f"{kernel} needs an SM that holds 2048 threads; this GPU's holds {sm_threads}")
+    if kernel == "ilp_chains_32_capped":  # 2 blocks of 1024 per SM: only sm_80 and sm_90 hold 2048 threads
+        held = sm_threads(cp.cuda.Device().id)
+        if held < 2048:
+            raise RuntimeError(f"{kernel} needs an SM that holds 2048 threads; this GPU's holds {held}")
     load_cuda("ilp.cu").get_function(kernel)((blocks,), (threads,), (x, out, np.int32(iters)))
     return out
 

@@ -23,6 +23,10 @@ from dataclasses import dataclass
 # "file:section:function" -> (old, new, why): a wrong-result mutation given
 # by hand where the automatic one hits code whose result cannot be checked.
 OVERRIDES: dict[str, tuple[str, str, str]] = {
+    "examples/ilp.py:fma_launcher:fma_chains_cupy": (
+        "get_function(kernel)((blocks,), (threads,)", "get_function(kernel)((blocks - 1,), (threads,)",
+        "its first comparison, held < 2048, cannot change on an SM that holds exactly 2048 threads; "
+        "one block too few leaves the last outputs unwritten"),
     "examples/vector_add.py:numba_launch:add_with_numba": (
         "(n + threads - 1) // threads", "n // threads",
         "+ -> - in the rounding drops a block, which the bounds guard hides only when n is a multiple"),
