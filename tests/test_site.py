@@ -163,3 +163,27 @@ def test_math_and_diagrams_come_from_the_site(site):
             assert 'fonts.googleapis.com' not in text and 'unpkg.com' not in text, (lang, rel)
     for f in ("mermaid/mermaid.min.js", "mathjax/tex-svg-full.js", "mermaid/LICENSE", "mathjax/LICENSE"):
         assert (site / "assets" / "vendor" / f).stat().st_size > 1000, f
+
+
+def test_workflows_build_test_and_host_the_site():
+    """The workflows in .github/workflows parse and do what the README says:
+    Pages from main with a strict build, .ci/run on a CPU runner, and on a
+    self-hosted `gpu` runner make test with no GPU test skipped, make
+    sanitize and the freshness of the results file. (actionlint is not in
+    this registry as a wheel; this checks their structure.)"""
+    import yaml
+
+    wf = {p.stem: yaml.safe_load(p.read_text()) for p in (P.ROOT / ".github" / "workflows").glob("*.yml")}
+    assert set(wf) == {"pages", "cpu", "gpu"}
+    for name, w in wf.items():
+        on = w.get("on", w.get(True))  # YAML 1.1 reads the key `on` as True
+        assert on and w["jobs"], name
+        for job in w["jobs"].values():
+            assert job["runs-on"] and (job.get("steps") or job.get("uses")), name
+    runs = {n: "\n".join(s.get("run", "") for j in w["jobs"].values() for s in j.get("steps", [])) for n, w in wf.items()}
+    assert "make build" in runs["pages"] and any("deploy-pages" in s.get("uses", "")
+                                                 for j in wf["pages"]["jobs"].values() for s in j["steps"])
+    assert ".ci/run" in runs["cpu"]
+    assert wf["gpu"]["jobs"]["test"]["runs-on"] == ["self-hosted", "gpu"]
+    assert "make test" in runs["gpu"] and "make sanitize" in runs["gpu"] and "stale" in runs["gpu"]
+    assert "needs a CUDA GPU" in runs["gpu"]  # a skipped GPU test fails the GPU job
