@@ -422,10 +422,13 @@ def _derive(data: dict, topic: str, r: dict, key: str):
 
 
 def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
-                 where: dict | None = None, order: str | None = None, labels: dict | None = None) -> str:
+                 where: dict | None = None, order: str | None = None, labels: dict | None = None,
+                 words: dict | None = None) -> str:
     """A markdown table of a topic's records; `order` names a key to sort by
     ("-key": descending; records without it last), else impl, variant, size.
-    `labels` ({key: (Chinese, English)}) names the topic's own columns."""
+    `labels` ({key: (Chinese, English)}) names the topic's own columns;
+    `words` ({key: {word: (Chinese, English)}}) translates the words of a
+    text column, joined by " + " (e.g. what bounds an occupancy)."""
     rows = select(data, topic, where)
     if not rows:
         return ""
@@ -448,6 +451,8 @@ def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
              "|" + "|".join("---:" if c not in ("impl", "variant", "ref") else "---" for c in columns) + "|"]
     for r in rows:
         values = [_derive(data, topic, r, c) if _derived(c) else _value(r, c) for c in columns]
+        values = [" + ".join(words[c][w][lang == "en"] if w in words[c] else w for w in v.split(" + "))
+                  if words and c in words and isinstance(v, str) else v for c, v in zip(columns, values)]
         lines.append("| " + " | ".join(_fmt(c, v) for c, v in zip(columns, values)) + " |")
     return "\n".join(lines)
 

@@ -328,3 +328,25 @@ def test_stamps_follow_definitions_not_files(tmp_path):
     assert write(f, g, m.replace("assert data", "assert not data")) == base    # claims are not measured
     (k / "cuda" / "t.cu").write_text('// x\nextern "C"\n  __global__ void f() {}\n')
     assert write(f, g, m) == base                                              # layout and comments only
+
+
+def test_words_of_a_text_column_are_translated():
+    """A topic's WORDS translate the " + "-joined words of a text column; a
+    word it does not list stays as it is."""
+    env = {"gpu": "G", "gpu_slug": "g", "date": "d", "commit": "c"}
+    r = {"id": "t/cupy/v/4/float32", "topic": "t", "impl": "cupy", "variant": "v", "shape": [4], "dtype": "float32",
+         "ms": 1.0, "ref": "t/cupy/v/4/float32", "ratio": 1.0, "rel_err": 0.0, "binding": "warps + registers + odd"}
+    data = results.merge({}, env, [r])
+    words = {"binding": {"warps": ("warp 数", "warps"), "registers": ("寄存器", "registers")}}
+    assert "| warp 数 + 寄存器 + odd |" in results.render_table(data, "t", ["binding"], "zh", words=words)
+    assert "| warps + registers + odd |" in results.render_table(data, "t", ["binding"], "en", words=words)
+
+
+def test_occupancy_limits_read_in_chinese_on_the_chinese_page():
+    """Every value of occupancy_check's `binding` is made of words it translates."""
+    from kernels.bench import TOPICS
+
+    words = TOPICS["occupancy_check"].WORDS["binding"]
+    data = results.load(results.results_path("nvidia-h200"))
+    seen = {w for r in results.select(data, "occupancy_check") for w in r["binding"].split(" + ")}
+    assert seen and seen <= set(words), seen - set(words)

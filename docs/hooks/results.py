@@ -68,6 +68,12 @@ def _labels(topic: str) -> dict:
     return labels(topic)
 
 
+def _words(topic: str) -> dict:
+    from kernels.bench import TOPICS
+
+    return dict(getattr(TOPICS.get(topic), "WORDS", {}))
+
+
 def check_table(data: dict, topic: str, args: dict) -> None:
     """Fail on a filter that selects nothing, or a column or key no record has."""
     rows = results.select(data, topic)
@@ -121,7 +127,7 @@ def render(markdown: str, src_uri: str, lang: str, gpu: str) -> str:
             check_table(data, topic, args)
             where = dict(w.split(":", 1) for w in args.get("where", "").split(",") if w)
             text = results.render_table(data, topic, args["columns"].split(","), lang, where, args.get("order"),
-                                        labels=_labels(topic))
+                                        labels=_labels(topic), words=_words(topic))
         elif kind == "stamp":
             text = results.render_stamp(data, topic, lang)
         else:

@@ -14,6 +14,8 @@ names it.
     summary(data)             -> lines `make bench` prints after measuring
     LABELS                    {record key: (Chinese, English) column label}
                               for the keys it adds to a record
+    WORDS                     {record key: {word: (Chinese, English)}}: the
+                              words of a text column, translated in tables
     claims(data)              asserts what its pages say about its records
                               (tests/test_results.py runs it)
     sanitize()                launches its CUDA C kernels once at odd sizes and

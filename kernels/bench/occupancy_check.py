@@ -24,6 +24,9 @@ LABELS = {
     "driver_blocks_per_sm": ("驱动：每 SM 块数", "driver: blocks/SM"),
     "binding": ("受限于", "bound by"),
 }
+# The words of the `binding` column (what limits the blocks per SM), joined by " + ".
+WORDS = {"binding": {"registers": ("寄存器", "registers"), "shared memory": ("共享内存", "shared memory"),
+                     "warps": ("warp 数", "warps"), "blocks": ("线程块数", "blocks")}}
 THREADS = (64, 128, 256, 1024)  # 128: the block of the tuned matmul kernels
 DYNAMIC = (0, 16 << 10)
 
