@@ -109,3 +109,25 @@ def test_page_does_not_scroll_sideways_on_a_phone(browser, server, path):
         assert overflow <= 1, f"{path}: {overflow} px wider than the screen"
     finally:
         ctx.close()
+
+
+@pytest.mark.parametrize("lang, query", [("en/", q) for q in ("coalescing", "occupancy", "tiling", "roofline", "measured")]
+                         + [("", q) for q in ("占用率", "合并访问", "共享内存", "bank 冲突")])
+def test_search_finds_words_and_lists_this_language_first(browser, server, lang, query):
+    """English words are found whole (the index is not stemmed: Material
+    queries with a trailing wildcard, which lunr does not stem), Chinese
+    words through jieba's segmentation; the first result is a page of the
+    language searched from."""
+    ctx, page, errors, outside = visit(browser, server, lang)
+    try:
+        page.wait_for_timeout(1000)  # the search worker loads the index
+        page.keyboard.press("s")     # Material's shortcut: focus the search box
+        page.fill("input.md-search__input", query)
+        page.keyboard.press("End")
+        page.wait_for_selector(".md-search-result__item > a", timeout=10000)
+        hrefs = page.eval_on_selector_all(".md-search-result__item > a", "as => as.map(a => a.pathname)")
+        assert hrefs, query
+        assert hrefs[0].startswith("/en/") == (lang == "en/"), hrefs[:3]
+        assert not errors and not outside, (errors, outside)
+    finally:
+        ctx.close()
