@@ -19,7 +19,7 @@ TOPIC = "divergence"
 ORDER = 30  # where the topic sorts: the chapters' order
 # Column labels (Chinese, English) of the keys this topic adds to its records.
 LABELS = {
-    "split": ("路径 A 的 lane 数", "lanes on path A"),
+    "split": ("走路径 A 的通道数", "lanes on path A"),
 }
 N = 1 << 22
 ITERS = 1024
