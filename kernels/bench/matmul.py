@@ -195,7 +195,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     colors = ["C0"] * len(mm.VARIANTS) + ["C1"] * len(mm.NUMBA_KERNELS) + ["k"]
     ax.bar(np.arange(len(vals)), vals, color=colors)
     ax.set_yscale("log")
-    ax.set_xticks(np.arange(len(vals)), labels, fontsize=7)
+    ax.set_xticks(np.arange(len(vals)), labels, fontsize=7, rotation=45, ha="right")  # 16 labels: no overlap
     ax.set_ylabel("board energy, J per GFLOP")
     ax.grid(True, axis="y", alpha=0.3)
     paths += plotting.save(fig, ax, f"{TOPIC}_energy", env, out_dir, f"Energy per useful GFLOP at {n}³")
