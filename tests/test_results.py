@@ -350,3 +350,31 @@ def test_occupancy_limits_read_in_chinese_on_the_chinese_page():
     data = results.load(results.results_path("nvidia-h200"))
     seen = {w for r in results.select(data, "occupancy_check") for w in r["binding"].split(" + ")}
     assert seen and seen <= set(words), seen - set(words)
+
+
+def test_one_tab_per_gpu_when_several_results_files_exist(hook, tmp_path, monkeypatch):
+    """A reader's GPU beside the H200: every directive becomes one tab per GPU
+    (the main GPU first, tabs labelled by GPU so Material links them); a
+    topic the other file lacks reads as not measured there. The second file
+    is synthetic and lives only in a temporary folder."""
+    import json
+    import shutil
+
+    real = results.results_path("nvidia-h200")
+    shutil.copy(real, tmp_path / real.name)
+    data = json.loads(real.read_text())
+    other = {"topics": {"vector_add": json.loads(json.dumps(data["topics"]["vector_add"]))},
+             "records": [dict(r) for r in data["records"] if r["topic"] == "vector_add"]}
+    other["topics"]["vector_add"]["env"].update(gpu="Test GPU 9000", gpu_slug="test-gpu")
+    (tmp_path / "test-gpu.json").write_text(json.dumps(other))
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    md = ("<!-- results-table topic=vector_add columns=impl,variant,n,gbps where=n:268435456 -->\n\n"
+          "<!-- results-stamp topic=matmul -->\n")
+    out = hook.render(md, "programming-model.en.md", "en", "nvidia-h200")
+    tabs = [ln for ln in out.splitlines() if ln.startswith("=== ")]
+    assert tabs == ['=== "NVIDIA H200"', '=== "Test GPU 9000"'] * 2, tabs
+    first, second = out.split('=== "Test GPU 9000"', 1)
+    assert "    | impl | variant |" in first and "    | impl | variant |" in second.split("===")[0]
+    assert "Not measured yet" in out.split('=== "Test GPU 9000"')[-1]   # matmul: not in the second file
+    monkeypatch.setattr(results, "RESULTS_DIR", real.parent)
+    assert "===" not in hook.render(md, "programming-model.en.md", "en", "nvidia-h200")  # one file: no tabs

@@ -101,46 +101,74 @@ def check_table(data: dict, topic: str, args: dict) -> None:
         raise DirectiveError(f"order={order}: no {topic} record has it")
 
 
+def other_gpus(gpu: str) -> list[str]:
+    """The results files of other GPUs beside this one's (a reader who
+    measured their GPU and contributed docs/assets/results/<gpu>.json)."""
+    return sorted(p.stem for p in results.RESULTS_DIR.glob("*.json") if p.stem != gpu)
+
+
 def render(markdown: str, src_uri: str, lang: str, gpu: str) -> str:
     """Replace the directives; raise DirectiveError (naming page and line)
-    on an unknown topic, column or key, or a filter that selects nothing."""
-    path = results.results_path(gpu)
-    data = results.load(path)
-    rel_file = path.relative_to(ROOT).as_posix()
+    on an unknown topic, column or key, or a filter that selects nothing in
+    the main GPU's file (`gpu`). When other GPUs' files exist, each
+    directive becomes one tab per GPU, the main GPU's first; a topic or
+    filter another file lacks shows as not measured there."""
     known = _known_topics()
+    files = {g: results.load(results.results_path(g)) for g in [gpu] + other_gpus(gpu)}
 
     def replace(m: re.Match) -> str:
         line = markdown.count("\n", 0, m.start()) + 1
+        indent, kind, args = m.group("indent"), m.group("kind"), _args(m.group("args"))
         try:
-            return _replace(m)
+            if args["topic"] not in known:
+                raise DirectiveError(f"unknown topic {args['topic']!r} (kernels/bench knows {sorted(known)})")
+            texts = {gpu: _one(files[gpu], gpu, kind, args, src_uri, lang)}
         except (DirectiveError, KeyError) as e:
             raise DirectiveError(f"{src_uri}:{line}: {m.group(0).strip()}: {e}") from None
-
-    def _replace(m: re.Match) -> str:
-        indent, kind, args = m.group("indent"), m.group("kind"), _args(m.group("args"))
-        topic = args["topic"]
-        if topic not in known:
-            raise DirectiveError(f"unknown topic {topic!r} (kernels/bench knows {sorted(known)})")
-        if topic not in data.get("topics", {}):
-            text = MISSING[lang].format(file=rel_file)
-        elif kind == "table":
-            check_table(data, topic, args)
-            where = dict(w.split(":", 1) for w in args.get("where", "").split(",") if w)
-            text = results.render_table(data, topic, args["columns"].split(","), lang, where, args.get("order"),
-                                        labels=_labels(topic), words=_words(topic))
-        elif kind == "stamp":
-            text = results.render_stamp(data, topic, lang)
-        else:
-            svg = f"{args.get('plot', topic)}-{data['topics'][topic]['env']['gpu_slug']}.svg"
-            if not (results.RESULTS_DIR / svg).exists():
-                raise DirectiveError(f"plot {svg} is missing (make bench, or --plots-only, draws it)")
-            else:
-                here = posixpath.dirname(src_uri)
-                rel = posixpath.relpath(f"assets/results/{svg}", here or ".")
-                text = f"![{args.get('alt', topic)}]({rel})"
-        return "\n".join(indent + line if line else line for line in text.splitlines())
+        for other in list(files)[1:]:
+            try:
+                texts[other] = _one(files[other], other, kind, args, src_uri, lang)
+            except (DirectiveError, KeyError):
+                texts[other] = MISSING[lang].format(file=_rel(other))
+        if len(texts) == 1:
+            return _indent(texts[gpu], indent)
+        out = []
+        for g, text in texts.items():
+            label = files[g].get("env", {}).get("gpu") or next(
+                (t["env"]["gpu"] for t in files[g].get("topics", {}).values() if "gpu" in t.get("env", {})), g)
+            out += [f'=== "{label}"', "", _indent(text, "    "), ""]
+        return _indent("\n".join(out).rstrip("\n"), indent)
 
     return DIRECTIVE.sub(replace, markdown)
+
+
+def _rel(gpu: str) -> str:
+    path = results.results_path(gpu)
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.as_posix()
+
+
+def _indent(text: str, indent: str) -> str:
+    return "\n".join(indent + line if line else line for line in text.splitlines())
+
+
+def _one(data: dict, gpu: str, kind: str, args: dict, src_uri: str, lang: str) -> str:
+    """One directive rendered from one GPU's results file."""
+    topic = args["topic"]
+    if topic not in data.get("topics", {}):
+        return MISSING[lang].format(file=_rel(gpu))
+    if kind == "table":
+        check_table(data, topic, args)
+        where = dict(w.split(":", 1) for w in args.get("where", "").split(",") if w)
+        return results.render_table(data, topic, args["columns"].split(","), lang, where, args.get("order"),
+                                    labels=_labels(topic), words=_words(topic))
+    if kind == "stamp":
+        return results.render_stamp(data, topic, lang)
+    svg = f"{args.get('plot', topic)}-{data['topics'][topic]['env']['gpu_slug']}.svg"
+    if not (results.RESULTS_DIR / svg).exists():
+        raise DirectiveError(f"plot {svg} is missing (make bench, or --plots-only, draws it)")
+    here = posixpath.dirname(src_uri)
+    rel = posixpath.relpath(f"assets/results/{svg}", here or ".")
+    return f"![{args.get('alt', topic)}]({rel})"
 
 
 def on_page_markdown(markdown, page, config, files):
