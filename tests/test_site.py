@@ -187,3 +187,15 @@ def test_workflows_build_test_and_host_the_site():
     assert wf["gpu"]["jobs"]["test"]["runs-on"] == ["self-hosted", "gpu"]
     assert "make test" in runs["gpu"] and "make sanitize" in runs["gpu"] and "stale" in runs["gpu"]
     assert "needs a CUDA GPU" in runs["gpu"]  # a skipped GPU test fails the GPU job
+
+
+def test_site_url_from_the_environment_gives_canonical_links_and_sitemap(tmp_path):
+    """The Pages workflow passes the published address as SITE_URL: pages get
+    canonical links and sitemap.xml real addresses (unset, neither)."""
+    url = "https://example.github.io/handbook/"
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", SITE_URL=url)
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path)],
+                          cwd=P.ROOT, capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f'<link rel="canonical" href="{url}en/matmul/">' in (tmp_path / "en/matmul/index.html").read_text()
+    assert f"<loc>{url}</loc>" in (tmp_path / "sitemap.xml").read_text()
