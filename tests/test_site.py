@@ -199,3 +199,10 @@ def test_site_url_from_the_environment_gives_canonical_links_and_sitemap(tmp_pat
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f'<link rel="canonical" href="{url}en/matmul/">' in (tmp_path / "en/matmul/index.html").read_text()
     assert f"<loc>{url}</loc>" in (tmp_path / "sitemap.xml").read_text()
+
+
+def test_the_404_page_is_chinese_and_its_language_switch_leads_home(site):
+    text = html(site, "404.html")
+    assert '<html lang="zh"' in text
+    links = dict((lang, href) for href, lang in re.findall(r'href="([^"]*)"\s+hreflang="(zh|en)"', text))
+    assert links and links["en"] == links["zh"] + "en/" and "notebooks" not in text.split("<main")[0]
