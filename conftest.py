@@ -23,6 +23,17 @@ from kernels.device import has_gpu, numba_simulator
 NEEDS_GPU = "needs a CUDA GPU"
 
 
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory):
+    """The site, built once per test session (tests/test_site.py and
+    tests/test_browser.py read and serve the same build)."""
+    from tests.pages import build_site
+
+    out = tmp_path_factory.mktemp("site")
+    build_site(out)
+    return out
+
+
 def pytest_report_header(config):
     target = "GPU" if has_gpu() else "no GPU"
     sim = "Numba CUDA simulator" if numba_simulator() else "Numba CUDA hardware target"

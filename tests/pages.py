@@ -201,3 +201,20 @@ if __name__ == "__main__":
         stamp(sys.argv[2:] or None)
     else:
         print(__doc__)
+
+
+def build_site(out: Path, **env: str) -> str:
+    """mkdocs build --strict into `out` (extra environment variables, e.g.
+    SITE_URL); fails on an error or a warning; returns the build log."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", **env)  # an end-of-life banner, not a build warning
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log
+    warnings = [ln for ln in log.splitlines() if "WARNING" in ln]
+    assert not warnings, "\n".join(warnings)
+    return log

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import functools
 import http.server
-import os
 import shutil
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -30,12 +27,8 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH (a
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    out = tmp_path_factory.mktemp("site")
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
-                          cwd=P.ROOT, capture_output=True, text=True, timeout=900, env=env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+def server(built_site):
+    out = built_site
     handler = type("Quiet", (http.server.SimpleHTTPRequestHandler,), {"log_message": lambda *a: None})
     handler = functools.partial(handler, directory=str(out))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)

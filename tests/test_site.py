@@ -7,10 +7,7 @@ it into .venv); on an interpreter without mkdocs these tests say so and skip.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,16 +19,8 @@ pytest.importorskip("material", reason="site tooling not installed (mkdocs build
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    out = tmp_path_factory.mktemp("site")
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")  # an end-of-life banner, not a build warning
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
-                          cwd=P.ROOT, capture_output=True, text=True, timeout=900, env=env)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log
-    warnings = [ln for ln in log.splitlines() if "WARNING" in ln]
-    assert not warnings, "\n".join(warnings)
-    return out
+def site(built_site):
+    return built_site
 
 
 def html(site: Path, rel: str) -> str:
@@ -193,10 +182,7 @@ def test_site_url_from_the_environment_gives_canonical_links_and_sitemap(tmp_pat
     """The Pages workflow passes the published address as SITE_URL: pages get
     canonical links and sitemap.xml real addresses (unset, neither)."""
     url = "https://example.github.io/handbook/"
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", SITE_URL=url)
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path)],
-                          cwd=P.ROOT, capture_output=True, text=True, timeout=900, env=env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    P.build_site(tmp_path, SITE_URL=url)
     assert f'<link rel="canonical" href="{url}en/matmul/">' in (tmp_path / "en/matmul/index.html").read_text()
     assert f"<loc>{url}</loc>" in (tmp_path / "sitemap.xml").read_text()
 
