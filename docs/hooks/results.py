@@ -29,6 +29,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from kernels import results  # noqa: E402
+from kernels.bench import TOPICS, labels as _labels, words as _words  # noqa: E402
 
 # [ \t]* at the end, not \s*: the blank line after a directive must survive,
 # or the table below an image is glued to it and never renders.
@@ -54,24 +55,6 @@ def _args(text: str) -> dict:
 
 class DirectiveError(ValueError):
     """A results directive that would render nothing, or a column of dashes."""
-
-
-def _known_topics() -> set[str]:
-    from kernels.bench import TOPICS
-
-    return set(TOPICS)
-
-
-def _labels(topic: str) -> dict:
-    from kernels.bench import labels
-
-    return labels(topic)
-
-
-def _words(topic: str) -> dict:
-    from kernels.bench import TOPICS
-
-    return dict(getattr(TOPICS.get(topic), "WORDS", {}))
 
 
 def check_table(data: dict, topic: str, args: dict) -> None:
@@ -113,7 +96,7 @@ def render(markdown: str, src_uri: str, lang: str, gpu: str) -> str:
     the main GPU's file (`gpu`). When other GPUs' files exist, each
     directive becomes one tab per GPU, the main GPU's first; a topic or
     filter another file lacks shows as not measured there."""
-    known = _known_topics()
+    known = set(TOPICS)
     files = {g: results.load(results.results_path(g)) for g in [gpu] + other_gpus(gpu)}
 
     def replace(m: re.Match) -> str:

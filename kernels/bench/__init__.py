@@ -60,3 +60,8 @@ TOPICS = _discover()
 def labels(topic: str) -> dict[str, tuple[str, str]]:
     """The column labels a topic declares for its own record keys."""
     return dict(getattr(TOPICS.get(topic), "LABELS", {}))
+
+
+def words(topic: str) -> dict[str, dict[str, tuple[str, str]]]:
+    """The words of a topic's text columns, translated (its WORDS)."""
+    return dict(getattr(TOPICS.get(topic), "WORDS", {}))
