@@ -381,7 +381,7 @@ def test_bench_records_validate_plot_and_summarize(tmp_path):
     data = results.merge(results.load(tmp_path / "none.json"), env, synthetic_records())
     assert results.validate(data) == []
     paths = bench.plot(data, tmp_path)
-    assert sorted(p.name for p in paths) == ["host_transfer-test-gpu.svg", "host_transfer_host_read-test-gpu.svg",
-                                             "host_transfer_timeline-test-gpu.svg"]
+    names = ["host_transfer-test-gpu", "host_transfer_host_read-test-gpu", "host_transfer_timeline-test-gpu"]
+    assert sorted(p.name for p in paths) == sorted(f"{n}{lang}.svg" for n in names for lang in ("", "-zh"))
     assert all(p.stat().st_size > 1000 for p in paths)
     assert len(bench.summary(data)) == 1 + len(data["records"])

@@ -146,7 +146,8 @@ def _one(data: dict, gpu: str, kind: str, args: dict, src_uri: str, lang: str) -
                                     labels=_labels(topic), words=_words(topic))
     if kind == "stamp":
         return results.render_stamp(data, topic, lang)
-    svg = f"{args.get('plot', topic)}-{data['topics'][topic]['env']['gpu_slug']}.svg"
+    # the Chinese copy of the plot on Chinese pages (kernels/bench/plotting.py draws both)
+    svg = f"{args.get('plot', topic)}-{data['topics'][topic]['env']['gpu_slug']}{'-zh' if lang == 'zh' else ''}.svg"
     if not (results.RESULTS_DIR / svg).exists():
         raise DirectiveError(f"plot {svg} is missing (make bench, or --plots-only, draws it)")
     here = posixpath.dirname(src_uri)

@@ -151,6 +151,18 @@ def measure(quick: bool = False) -> list[dict]:
     return records
 
 
+# The plots' words in Chinese (kernels/bench/plotting.py: whole phrases, longest first).
+PLOT_WORDS = {
+    'Strided reads': '跨步读取',
+    'AoS vs SoA': 'AoS 与 SoA',
+    '32-byte sector model': '32 字节扇区模型',
+    '64-byte DRAM model': '64 字节 DRAM 模型',
+    'stride (floats)': '跨步（以 float 计）',
+    'scale x': '只读 x',
+    'norm': '求模',
+}
+
+
 def plot(data: dict, out_dir: Path) -> list[Path]:
     rows = results.select(data, TOPIC)
     if not rows:
@@ -172,7 +184,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     ax.set_ylim(0, 1.1)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    paths += plotting.save(fig, ax, TOPIC, env, out_dir, "Strided reads")
+    paths += plotting.save(fig, ax, TOPIC, env, out_dir, "Strided reads", words=PLOT_WORDS)
     fig, ax = plotting.new_figure(7, 3.6)
     keys = [(i, f"{op}_{lay}") for op in ("norm", "scale_x") for lay in ("aos", "soa") for i in ("cupy", "numba")]
     by = {(r["impl"], r["variant"]): r for r in rows}
@@ -181,7 +193,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     ax.set_xticks(np.arange(len(keys)), [f"{v.replace('_', ' ')}\n{i}" for i, v in keys], fontsize=7)
     ax.set_ylabel("useful bandwidth / copy bandwidth")
     ax.grid(True, axis="y", alpha=0.3)
-    paths += plotting.save(fig, ax, f"{TOPIC}_aos_soa", env, out_dir, "AoS vs SoA")
+    paths += plotting.save(fig, ax, f"{TOPIC}_aos_soa", env, out_dir, "AoS vs SoA", words=PLOT_WORDS)
     return paths
 
 

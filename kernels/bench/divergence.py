@@ -82,6 +82,13 @@ def measure(quick: bool = False) -> list[dict]:
     return records
 
 
+# The plots' words in Chinese (kernels/bench/plotting.py: whole phrases, longest first).
+PLOT_WORDS = {
+    'cost of a split warp': 'warp 分歧的代价',
+    'lanes per warp on path A (split); the rest take path B': '每个 warp 中走路径 A 的通道数（split），其余走路径 B',
+}
+
+
 def plot(data: dict, out_dir: Path) -> list[Path]:
     rows = results.select(data, TOPIC)
     env = data["topics"][TOPIC]["env"]
@@ -95,7 +102,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    return plotting.save(fig, ax, TOPIC, env, out_dir, "cost of a split warp")
+    return plotting.save(fig, ax, TOPIC, env, out_dir, "cost of a split warp", words=PLOT_WORDS)
 
 
 def summary(data: dict) -> list[str]:

@@ -166,12 +166,24 @@ def measure(quick: bool = False) -> list[dict]:
     return records
 
 
+# The plots' words in Chinese (kernels/bench/plotting.py: whole phrases, longest first).
+PLOT_WORDS = {
+    'Energy per operation': '每次操作的能耗',
+    'pJ per 32-bit word (or per FMA)': '每个 32 位字（或每次 FMA）的 pJ',
+    'relative to one FMA': '相对一次 FMA',
+    'board total': '整卡总能耗',
+    'Horowitz 2014, 45 nm': 'Horowitz 2014，45 nm',
+    'registers': '寄存器',
+    'shared': '共享内存',
+}
+
+
 def plot(data: dict, out_dir: Path) -> list[Path]:
     rows = {r["variant"]: r for r in results.select(data, TOPIC)}
     if not rows:
         return []
     env = data["topics"][TOPIC]["env"]
-    fig, (ax, ax2) = plotting.new_figure(10, 4, ncols=2)
+    fig, (ax, ax2) = plotting.new_figure(7, 7.5, nrows=2)
     labels = ["FMA\n(registers)", "shared", "L2", "HBM"]
     xs = np.arange(len(LEVELS))
     h = horowitz_pj_per_word()
@@ -202,7 +214,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     ax2.set_ylabel("relative to one FMA")
     ax2.legend(fontsize=7)
     ax2.grid(True, axis="y", which="both", alpha=0.3)
-    return plotting.save(fig, ax, TOPIC, env, out_dir, "Energy per operation")
+    return plotting.save(fig, ax, TOPIC, env, out_dir, "Energy per operation", words=PLOT_WORDS)
 
 
 def summary(data: dict) -> list[str]:

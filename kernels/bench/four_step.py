@@ -144,6 +144,16 @@ def measure(quick: bool = False) -> list[dict]:
     return records
 
 
+# The plots' words in Chinese (kernels/bench/plotting.py: whole phrases, longest first).
+PLOT_WORDS = {
+    'board energy, J per useful GFLOP': '每有效 GFLOP 的整卡能耗 (J)',
+    '5x5 convolution, step by step': '5x5 卷积，逐步优化',
+    'J per useful GFLOP': '每有效 GFLOP 的焦耳数',
+    'useful TFLOP/s': '有效 TFLOP/s',
+    'tuned': '调优版',
+}
+
+
 def plot(data: dict, out_dir: Path) -> list[Path]:
     rows = results.select(data, TOPIC)
     if not rows:
@@ -154,7 +164,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     keys = [("cupy", v) for v in st.VARIANTS] + [("numba", v) for v in st.NUMBA_VARIANTS]
     by = {(r["impl"], r["variant"]): r for r in rows}
     keys = [k for k in keys if k in by]
-    fig, (ax, ax2) = plotting.new_figure(10, 4, ncols=2)
+    fig, (ax, ax2) = plotting.new_figure(7, 7.5, nrows=2)
     labels = [f"{st.STEP[v]}: {v}" + ("\n(numba)" if i == "numba" else "") for i, v in keys]
     colors = [f"C{st.STEP[v] - 1}" for _, v in keys]
     xs = np.arange(len(keys))
@@ -166,7 +176,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     for a in (ax, ax2):
         a.set_xticks(xs, labels, fontsize=7, rotation=30)
         a.grid(True, axis="y", alpha=0.3)
-    return plotting.save(fig, ax, TOPIC, env, out_dir, "5x5 convolution, step by step")
+    return plotting.save(fig, ax, TOPIC, env, out_dir, "5x5 convolution, step by step", words=PLOT_WORDS)
 
 
 def summary(data: dict) -> list[str]:

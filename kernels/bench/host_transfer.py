@@ -445,6 +445,34 @@ def measure(quick: bool = False) -> list[dict]:
 
 # ------------------------------------------------------------------ plots --
 
+# The plots' words in Chinese (kernels/bench/plotting.py: whole phrases, longest first).
+PLOT_WORDS = {
+    '; a bar starts when its stream reaches it': '；条形在其所在流执行到它时开始',
+    'Host <-> device copies, pageable vs pinned': '主机与设备间拷贝：可分页内存与锁页内存',
+    'bytes per copy (synchronous copy, host clock)': '每次拷贝的字节数（同步拷贝，主机计时）',
+    'pageable': '可分页',
+    'pinned': '锁页',
+    'Copy/compute overlap: H2D, kernel, D2H per chunk': '拷贝与计算重叠：每块依次 H2D、kernel、D2H',
+    'serial': '串行',
+    'streams': '个流',
+    'stream': '流',
+    'ms from the first event': '距第一个事件的 ms',
+    'chunks of': '块，每块',
+    'A kernel reading': 'kernel 读取主机写入的',
+    'MiB the host wrote': 'MiB 数据',
+    'time per read of the input (ms)': '每读一遍输入的时间 (ms)',
+    'board energy per call (J)': '每次调用的整卡能耗 (J)',
+    'of which above idle (J)': '其中高出空闲功耗的部分 (J)',
+    "board energy per call, incl. the host's rewrite (J)": '每次调用的整卡能耗，含主机重写 (J)',
+    'explicit': '显式',
+    'copy': '拷贝',
+    'copy_twice': '拷贝两遍',
+    'managed': '统一内存',
+    'prefetch': '预取',
+    'zero': '零',
+}
+
+
 def plot(data: dict, out_dir: Path) -> list[Path]:
     rows = results.select(data, TOPIC)
     if not rows:
@@ -469,7 +497,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, ncol=2, loc="upper left")
-    paths += plotting.save(fig, ax, TOPIC, env, out_dir, "Host <-> device copies, pageable vs pinned")
+    paths += plotting.save(fig, ax, TOPIC, env, out_dir, "Host <-> device copies, pageable vs pinned", words=PLOT_WORDS)
     # 2. Timeline (Gantt) of the serial pipeline and of 4 streams.
     timed = {r["variant"]: r for r in rows if r["impl"] == "cupy" and "timeline" in r}
     shown = [v for v in ("pipeline_serial", "pipeline_streams4") if v in timed]
@@ -493,7 +521,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
         ax.grid(True, axis="x", alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
         paths += plotting.save(fig, ax, f"{TOPIC}_timeline", env, out_dir,
-                               "Copy/compute overlap: H2D, kernel, D2H per chunk")
+                               "Copy/compute overlap: H2D, kernel, D2H per chunk", words=PLOT_WORDS)
     # 3. Reading host-written data: time and board energy per mode.
     reads = [r for r in rows if r["impl"] == "cupy" and "energy_j_above_idle" in r]
     if reads:
@@ -516,7 +544,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
         ax.legend(handles[0] + handles2[0], handles[1] + handles2[1], fontsize=7, loc="best")
         n = reads[0]["shape"][0]
         paths += plotting.save(fig, ax, f"{TOPIC}_host_read", env, out_dir,
-                               f"A kernel reading {4 * n / 2**20:.0f} MiB the host wrote")
+                               f"A kernel reading {4 * n / 2**20:.0f} MiB the host wrote", words=PLOT_WORDS)
     return paths
 
 

@@ -86,6 +86,18 @@ def measure(quick: bool = False) -> list[dict]:
     return records
 
 
+# The plots' words in Chinese (kernels/bench/plotting.py: whole phrases, longest first).
+PLOT_WORDS = {
+    'one warp per scheduler: ILP from independent chains': '每个调度器一个 warp：独立依赖链带来的 ILP',
+    'reg': '寄存器',
+    'local': '局部内存',
+    'chains': '条链',
+    'chain': '链',
+    'unrolled': '展开',
+    'capped': '限制寄存器',
+}
+
+
 def plot(data: dict, out_dir: Path) -> list[Path]:
     rows = [r for r in results.select(data, TOPIC) if r.get("config") == "latency_bound"]
     env = data["topics"][TOPIC]["env"]
@@ -102,7 +114,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     ax.set_ylabel("TFLOP/s (FP32 FMA)")
     ax.grid(True, axis="y", alpha=0.3)
     ax.margins(y=0.15)
-    return plotting.save(fig, ax, TOPIC, env, out_dir, "one warp per scheduler: ILP from independent chains", fontsize=9)
+    return plotting.save(fig, ax, TOPIC, env, out_dir, "one warp per scheduler: ILP from independent chains", fontsize=9, words=PLOT_WORDS)
 
 
 def summary(data: dict) -> list[str]:

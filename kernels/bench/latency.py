@@ -109,6 +109,17 @@ def measure(quick: bool = False) -> list[dict]:
     return records
 
 
+# The plots' words in Chinese (kernels/bench/plotting.py: whole phrases, longest first).
+PLOT_WORDS = {
+    'Load latency by pointer chasing': '指针追逐测得的访存延迟',
+    'chase through a buffer (default loads)': '在缓冲区中追逐指针（默认加载）',
+    'footprint of the chain (bytes; one node per 128-byte line)': '链的总跨度（字节；每 128 字节缓存行一个节点）',
+    'latency per load (SM cycles)': '每次加载的延迟（SM 周期）',
+    'cycles': '周期',
+    'shared': '共享内存',
+}
+
+
 def plot(data: dict, out_dir: Path) -> list[Path]:
     rows = results.select(data, TOPIC)
     if not rows:
@@ -131,7 +142,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     ax.set_ylabel("latency per load (SM cycles)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
-    return plotting.save(fig, ax, TOPIC, env, out_dir, "Load latency by pointer chasing")
+    return plotting.save(fig, ax, TOPIC, env, out_dir, "Load latency by pointer chasing", words=PLOT_WORDS)
 
 
 def summary(data: dict) -> list[str]:

@@ -159,6 +159,27 @@ LADDER_LABELS = {"naive": "naive", "coalesced": "coalesced", "smem_tiled16": "sm
                  "register_prefetch": "register\nprefetch", "autotuned": "auto-\ntuned"}
 
 
+# The plots' words in Chinese (kernels/bench/plotting.py: whole phrases, longest first).
+PLOT_WORDS = {
+    'smem 16': '共享内存\n16',
+    'smem 32': '共享内存\n32',
+    'board energy, J per GFLOP': '每 GFLOP 的整卡能耗 (J)',
+    'FP32 matmul ladder (CUDA C via CuPy)': 'FP32 矩阵乘法阶梯（CuPy 调用 CUDA C）',
+    'Energy per useful GFLOP at': '每有效 GFLOP 的能耗，规模',
+    'J per GFLOP': '每 GFLOP 的焦耳数',
+    '1D block': '一维分块',
+    '2D block': '二维分块',
+    'auto-\ntuned': '自动\n调优',
+    'double\nbuffer': '双缓冲',
+    'register\nprefetch': '寄存器\n预取',
+    'warp\ntile': 'warp\n分块',
+    'register blocked': '寄存器分块',
+    'smem tiled': '共享内存分块',
+    'smem': '共享内存',
+    'unrolled': '展开',
+}
+
+
 def plot(data: dict, out_dir: Path) -> list[Path]:
     from .. import matmul as mm
 
@@ -184,7 +205,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     ax.set_ylabel("TFLOP/s (FP32)")
     ax.legend(fontsize=7, ncol=2, loc="upper left")
     ax.grid(True, axis="y", alpha=0.3)
-    paths += plotting.save(fig, ax, TOPIC, env, out_dir, "FP32 matmul ladder (CUDA C via CuPy)")
+    paths += plotting.save(fig, ax, TOPIC, env, out_dir, "FP32 matmul ladder (CUDA C via CuPy)", words=PLOT_WORDS)
     # 2. Energy per useful GFLOP per step (log scale), CUDA C and Numba, with cuBLAS.
     fig, ax = plotting.new_figure(8, 4.2)
     n = 4096 if 4096 in sizes else sizes[-1]
@@ -198,7 +219,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     ax.set_xticks(np.arange(len(vals)), labels, fontsize=7, rotation=45, ha="right")  # 16 labels: no overlap
     ax.set_ylabel("board energy, J per GFLOP")
     ax.grid(True, axis="y", alpha=0.3)
-    paths += plotting.save(fig, ax, f"{TOPIC}_energy", env, out_dir, f"Energy per useful GFLOP at {n}³")
+    paths += plotting.save(fig, ax, f"{TOPIC}_energy", env, out_dir, f"Energy per useful GFLOP at {n}³", words=PLOT_WORDS)
     return paths
 
 

@@ -175,12 +175,26 @@ def measure(quick: bool = False) -> list[dict]:
     return records
 
 
+# The plots' words in Chinese (kernels/bench/plotting.py: whole phrases, longest first).
+PLOT_WORDS = {
+    'Throughput against occupancy': '吞吐量与占用率',
+    'vector add: block size': '向量加法：线程块大小',
+    'vector add: extra shared memory': '向量加法：额外共享内存',
+    'autotuned matmul: __launch_bounds__ / one block': '自动调优矩阵乘法：__launch_bounds__ / 单线程块',
+    '16x16 tiled matmul: extra shared memory': '16x16 分块矩阵乘法：额外共享内存',
+    'fraction of the device copy': '占设备内拷贝的比例',
+    'fraction of cuBLAS': '占 cuBLAS 的比例',
+    "the source's 50–75 %": '原文的 50–75 %',
+    'occupancy (active warps / 64, from the driver)': '占用率（活跃 warp 数 / 64，取自驱动）',
+}
+
+
 def plot(data: dict, out_dir: Path) -> list[Path]:
     rows = [r for r in results.select(data, TOPIC) if "occupancy" in r]
     if not rows:
         return []
     env = data["topics"][TOPIC]["env"]
-    fig, (ax, ax2) = plotting.new_figure(10, 4, ncols=2)
+    fig, (ax, ax2) = plotting.new_figure(7, 7.5, nrows=2)
     for (kind, sweep, label, style), axis in (
             (("memory", "threads", "vector add: block size", "o-"), ax),
             (("memory", "smem", "vector add: extra shared memory", "s--"), ax),
@@ -198,7 +212,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
         axis.set_ylim(0, 1.05)
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize=7, loc="lower right")
-    return plotting.save(fig, ax, TOPIC, env, out_dir, "Throughput against occupancy")
+    return plotting.save(fig, ax, TOPIC, env, out_dir, "Throughput against occupancy", words=PLOT_WORDS)
 
 
 def summary(data: dict) -> list[str]:

@@ -74,6 +74,20 @@ def measure(quick: bool = False) -> list[dict]:
     return records
 
 
+# The plots' words in Chinese (kernels/bench/plotting.py: whole phrases, longest first).
+PLOT_WORDS = {
+    'FP32 sum of 2^28 elements': '2^28 个 FP32 元素求和',
+    'first\nadd': '首次\n相加',
+    'grid\nstride': 'grid\nstride',
+    'interleaved\nmodulo': '交错\n取模',
+    'interleaved\nstrided': '交错\n跨步',
+    'sequential': '顺序',
+    'single\npass': '单趟',
+    'vectorized': '向量化',
+    'warp\nshuffle': 'warp\nshuffle',
+}
+
+
 def plot(data: dict, out_dir: Path) -> list[Path]:
     from .. import reduction as red
 
@@ -95,7 +109,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     ax.set_ylim(0, 1.1)
     ax.legend(fontsize=8, loc="upper left")
     ax.grid(True, axis="y", alpha=0.3)
-    return plotting.save(fig, ax, TOPIC, env, out_dir, "FP32 sum of 2^28 elements")
+    return plotting.save(fig, ax, TOPIC, env, out_dir, "FP32 sum of 2^28 elements", words=PLOT_WORDS)
 
 
 def summary(data: dict) -> list[str]:

@@ -52,6 +52,18 @@ def _roof_env(data: dict) -> dict | None:
                  if hasattr(m, "roof") and "gbps" in m.roof(data)), None)
 
 
+# The plots' words in Chinese (kernels/bench/plotting.py: whole phrases, longest first).
+PLOT_WORDS = {
+    'roof:': '屋顶：',
+    "Roofline of the handbook's kernels": '本手册各 kernel 的 Roofline',
+    'GFLOP/s (measured)': 'GFLOP/s（实测）',
+    'arithmetic intensity (FLOP per byte of DRAM traffic, counted)': '算术强度（每字节 DRAM 流量的 FLOP 数，按代码计数）',
+    'ridge': '拐点',
+    'copy': '拷贝',
+    'FP32 FMA': 'FP32 FMA',
+}
+
+
 def plot(data: dict, out_dir: Path) -> list[Path]:
     roof = roofs(data)
     pts = points(data)
@@ -77,4 +89,4 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     ax.set_ylabel("GFLOP/s (measured)")
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="lower right")
-    return plotting.save(fig, ax, NAME, env, out_dir, "Roofline of the handbook's kernels")
+    return plotting.save(fig, ax, NAME, env, out_dir, "Roofline of the handbook's kernels", words=PLOT_WORDS)

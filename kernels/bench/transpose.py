@@ -148,6 +148,14 @@ def _ordered(rows: list[dict]) -> list[dict]:
     return sorted((r for r in rows if r["impl"] != "cuda_memcpy"), key=key)
 
 
+# The plots' words in Chinese (kernels/bench/plotting.py: whole phrases, longest first).
+PLOT_WORDS = {
+    'Transpose bandwidth': '转置带宽',
+    'read + write': '读 + 写',
+    'goal': '目标',
+}
+
+
 def plot(data: dict, out_dir: Path) -> list[Path]:
     recs = results.select(data, TOPIC)
     if not recs:
@@ -171,7 +179,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     ax.set_xlim(0, 1.15)
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    return plotting.save(fig, ax, TOPIC, env, out_dir, "Transpose bandwidth")
+    return plotting.save(fig, ax, TOPIC, env, out_dir, "Transpose bandwidth", words=PLOT_WORDS)
 
 
 def summary(data: dict) -> list[str]:

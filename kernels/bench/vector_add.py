@@ -121,6 +121,13 @@ def measure(quick: bool = False) -> list[dict]:
     return records
 
 
+# The plots' words in Chinese (kernels/bench/plotting.py: whole phrases, longest first).
+PLOT_WORDS = {
+    'vector add bandwidth': '向量加法带宽',
+    'elements n (float32; 12 bytes moved per element)': '元素个数 n（float32；每个元素搬运 12 字节）',
+}
+
+
 def plot(data: dict, out_dir: Path) -> list[Path]:
     rows = results.select(data, TOPIC)
     env = data["topics"][TOPIC]["env"]
@@ -142,7 +149,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     ax.set_ylim(0, 1.1)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    return plotting.save(fig, ax, TOPIC, env, out_dir, "vector add bandwidth")
+    return plotting.save(fig, ax, TOPIC, env, out_dir, "vector add bandwidth", words=PLOT_WORDS)
 
 
 def summary(data: dict) -> list[str]:
