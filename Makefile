@@ -1,6 +1,7 @@
 # make serve  — build the site and serve it on http://127.0.0.1:8000
 # make test   — run every test: kernels, examples, every code block of every page
 # make bench  — measure on the GPU; writes docs/assets/results/<gpu>.json and plots
+# make notebooks — rewrite docs/notebooks/ from examples/ (commit them)
 # make sanitize — compute-sanitizer memcheck and racecheck over the CUDA C kernels
 # make profile — Nsight Compute on one example's kernel (GPU), e.g.
 #                make profile EXAMPLE=stencil ARGS="--variant naive --impl cupy" KERNEL=conv_
@@ -27,12 +28,12 @@ COMMA := ,
 EXTRAS := docs,test$(if $(GPU_EXTRA),$(COMMA)$(GPU_EXTRA))
 PYTEST_ARGS ?=
 
-.PHONY: help serve build test bench sanitize profile clean
+.PHONY: help serve build test bench sanitize profile clean notebooks
 
 export NO_MKDOCS_2_WARNING := 1
 
 help:
-	@sed -n '1,11p' Makefile
+	@sed -n '1,12p' Makefile
 
 $(VENV)/.installed: pyproject.toml
 	@echo "make: installing extras [$(EXTRAS)] (driver CUDA $(or $(DRIVER_CUDA),none); GPU extra: $(or $(GPU_EXTRA),none))"
@@ -41,11 +42,15 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/python -m pip install --quiet -e ".[$(EXTRAS)]"
 	touch $@
 
-serve: $(SETUP)
+serve: notebooks
 	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
 
-build: $(SETUP)
+build: notebooks
 	$(PY) -m mkdocs build --strict
+
+# examples/*.py -> docs/notebooks/*.ipynb (committed: Colab opens them from GitHub)
+notebooks: $(SETUP)
+	$(PY) docs/hooks/notebooks.py
 
 test: $(SETUP)
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -77,4 +82,4 @@ profile: $(SETUP)
 	ncu --import profile/$(EXAMPLE).ncu-rep --page details
 
 clean:
-	rm -rf site build .pytest_cache docs/notebooks/*.ipynb
+	rm -rf site build .pytest_cache

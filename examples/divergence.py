@@ -269,9 +269,12 @@ def time_splits(n, iters=1024, splits=(0, 1, 16, 31, 32), check_n=4099, reps=20,
 # %%
 def main(argv=None):
     p = argparse.ArgumentParser(description="Cost of a split warp.")
-    p.add_argument("--size", type=int, default=2**22, help="threads (one element each)")
+    p.add_argument("--size", type=int, default=None,
+                   help="threads, one element each (default 2^22; 1024 in Numba's simulator)")
     p.add_argument("--impl", choices=["all", "cupy", "numba"], default="all")
     args, _ = p.parse_known_args(argv)
+    if args.size is None:
+        args.size = 1024 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else 2**22
     rng = np.random.default_rng(0)
     if args.impl in ("all", "numba"):
         x = rng.random(args.size, dtype=np.float32)

@@ -350,9 +350,12 @@ def cupy_ladder(n, threads=256, reps=20, check_sizes=(1, 33, 2**20 + 7), seed=0)
 # %%
 def main(argv=None):
     p = argparse.ArgumentParser(description="The reduction ladder, checked against NumPy.")
-    p.add_argument("--size", type=int, default=2**26 + 7, help="elements to sum")
+    p.add_argument("--size", type=int, default=None,
+                   help="elements to sum (default 2^26 + 7; 1000 in Numba's simulator)")
     p.add_argument("--impl", choices=["all", "cupy", "numba"], default="all")
     args, _ = p.parse_known_args(argv)
+    if args.size is None:
+        args.size = 1000 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else 2**26 + 7
     if args.impl in ("all", "numba"):
         from numba import config
 

@@ -1,7 +1,10 @@
 """The built site in a real browser, with the network cut off: every page of
 both languages loads with no console error and no request outside the site,
 renders its formulas (MathJax) and diagrams (mermaid), and does not scroll
-sideways on a 390 px phone.
+sideways on a 390 px phone. Search finds whole English words and Chinese
+words (a page of the searching language first); linked tabs switch
+together; dark mode toggles; the copy button copies the code; the language
+switch lands on the same page in the other language.
 
 Uses Playwright for Python with the system's Chromium (no browser download).
 Where Chromium or Playwright is missing these tests skip and say so; CI
@@ -105,7 +108,7 @@ def test_page_does_not_scroll_sideways_on_a_phone(browser, server, path):
 
 
 @pytest.mark.parametrize("lang, query", [("en/", q) for q in ("coalescing", "occupancy", "tiling", "roofline", "measured")]
-                         + [("", q) for q in ("占用率", "合并访问", "共享内存", "bank 冲突")])
+                         + [("", q) for q in ("占用率", "合并访问", "共享内存", "bank 冲突", "bank冲突")])
 def test_search_finds_words_and_lists_this_language_first(browser, server, lang, query):
     """English words are found whole (the index is not stemmed: Material
     queries with a trailing wildcard, which lunr does not stem), Chinese
@@ -121,6 +124,80 @@ def test_search_finds_words_and_lists_this_language_first(browser, server, lang,
         hrefs = page.eval_on_selector_all(".md-search-result__item > a", "as => as.map(a => a.pathname)")
         assert hrefs, query
         assert hrefs[0].startswith("/en/") == (lang == "en/"), hrefs[:3]
+        assert not errors and not outside, (errors, outside)
+    finally:
+        ctx.close()
+
+
+def test_tabs_switch_together(browser, server):
+    """content.tabs.link: choosing "Numba" in one tab set chooses it in every
+    set on the page that has a tab of that name."""
+    ctx, page, errors, outside = visit(browser, server, "divergence/")
+    try:
+        def chosen():
+            return page.eval_on_selector_all(
+                ".tabbed-set", "ss => ss.map(s => { const i = [...s.querySelectorAll(':scope > input')]"
+                               ".findIndex(x => x.checked); return s.querySelectorAll(':scope > .tabbed-labels > label')[i]"
+                               ".innerText.trim(); })")
+        labels = page.eval_on_selector_all(
+            ".tabbed-set", "ss => ss.map(s => [...s.querySelectorAll(':scope > .tabbed-labels > label')]"
+                           ".map(l => l.innerText.trim()))")
+        before = chosen()
+        linked = [k for k, names in enumerate(labels) if "Numba" in names]
+        assert len(linked) >= 4 and all(before[k] != "Numba" for k in linked), before
+        page.locator(".tabbed-labels > label", has_text="Numba").first.click()
+        after = chosen()
+        assert all(after[k] == "Numba" for k in linked), after
+        # a set without a tab of that name keeps its choice
+        assert all(after[k] == before[k] for k in range(len(labels)) if k not in linked), (before, after)
+        assert not errors and not outside, (errors, outside)
+    finally:
+        ctx.close()
+
+
+def test_dark_mode_toggles(browser, server):
+    ctx, page, errors, outside = visit(browser, server, "en/matmul/")
+    try:
+        scheme = lambda: page.evaluate("() => document.body.getAttribute('data-md-color-scheme')")  # noqa: E731
+        first = scheme()
+        page.locator("form[data-md-component=palette] label:visible").first.click()
+        page.wait_for_timeout(200)
+        second = scheme()
+        assert {first, second} == {"default", "slate"}, (first, second)
+        bg = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+        assert bg != "rgb(255, 255, 255)" if second == "slate" else bg == "rgb(255, 255, 255)", bg
+        assert not errors and not outside, (errors, outside)
+    finally:
+        ctx.close()
+
+
+def test_copy_button_copies_the_code(browser, server):
+    ctx, page, errors, outside = visit(browser, server, "programming-model/")
+    try:
+        ctx.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
+        page.wait_for_selector("button[data-md-type=copy]", state="attached")
+        button = page.locator("button[data-md-type=copy]:visible").first
+        code = page.locator(button.get_attribute("data-clipboard-target")).text_content()
+        button.hover()
+        button.click()
+        page.wait_for_timeout(200)
+        copied = page.evaluate("() => navigator.clipboard.readText()")
+        assert copied.strip() == code.strip() and len(copied) > 20
+        assert not errors and not outside, (errors, outside)
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("start, other", [("matmul/", "en/matmul/"), ("en/occupancy/", "occupancy/"),
+                                          ("", "en/"), ("appendix/glossary/", "en/appendix/glossary/")])
+def test_language_switch_lands_on_the_same_page(browser, server, start, other):
+    ctx, page, errors, outside = visit(browser, server, start)
+    try:
+        lang = "en" if other.startswith("en/") else "zh"
+        link = page.locator(f"a.md-select__link[hreflang={lang}]").first
+        page.goto(link.evaluate("a => a.href"), wait_until="load")
+        assert page.url == f"{server}/{other}", page.url
+        assert page.evaluate("() => document.documentElement.lang") == lang
         assert not errors and not outside, (errors, outside)
     finally:
         ctx.close()

@@ -98,15 +98,29 @@ def test_features(site):
     assert "results-table" not in page, "a results directive was left unrendered"
 
 
-def test_notebook_page_and_download(site):
-    for prefix in ("", "en/"):
-        page = html(site, f"{prefix}notebooks/vector_add/index.html")
-        assert "vector_add_kernel" in page
-        assert 'href="vector_add.ipynb"' in page and " download" in page
-        assert (site / prefix / "notebooks" / "vector_add" / "vector_add.ipynb").exists()
-    nb = json.loads((P.DOCS / "notebooks" / "vector_add.ipynb").read_text())
-    code = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
-    assert "def add_with_numba" in code and "--8<--" not in code
+def test_every_chapter_offers_its_notebooks(site):
+    """A chapter that embeds examples/<x>.py links <x>.ipynb, and the link
+    lands on the notebook in the built site, in both languages."""
+    import posixpath
+    import re
+
+    seen = 0
+    for page in P.pages():
+        stems = sorted(set(re.findall(r"examples/(\w+)\.py", page.read_text())))
+        if not stems:
+            continue
+        lang = "en/" if page.name.endswith(".en.md") else ""
+        slug = page.name.removesuffix(".en.md").removesuffix(".md")
+        out = f"{lang}{slug}/index.html"
+        text = html(site, out)
+        for stem in stems:
+            m = re.search(rf'<a(?=[^>]* download)[^>]* href="([^"]*/{stem}\.ipynb)"', text)
+            assert m, f"{out}: no download link for {stem}.ipynb"
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(out), m[1]))
+            assert (site / target).is_file(), f"{out}: {m[1]} leads nowhere"
+            assert json.loads((site / target).read_text())["cells"]
+            seen += 1
+    assert seen >= 18  # nine examples, two languages
 
 
 def test_results_render_from_the_file(site):
@@ -178,13 +192,20 @@ def test_workflows_build_test_and_host_the_site():
     assert "needs a CUDA GPU" in runs["gpu"]  # a skipped GPU test fails the GPU job
 
 
-def test_site_url_from_the_environment_gives_canonical_links_and_sitemap(tmp_path):
-    """The Pages workflow passes the published address as SITE_URL: pages get
-    canonical links and sitemap.xml real addresses (unset, neither)."""
-    url = "https://example.github.io/handbook/"
-    P.build_site(tmp_path, SITE_URL=url)
-    assert f'<link rel="canonical" href="{url}en/matmul/">' in (tmp_path / "en/matmul/index.html").read_text()
+def test_site_and_repo_url_from_the_environment(tmp_path, site):
+    """The Pages workflow passes the published address as SITE_URL and the
+    repository as REPO_URL: pages get canonical links, sitemap.xml real
+    addresses, a repository link that asks GitHub's API for nothing, and
+    "Open in Colab" beside each notebook (unset, none of these)."""
+    url, repo = "https://example.github.io/handbook/", "https://github.com/example/handbook"
+    P.build_site(tmp_path, SITE_URL=url, REPO_URL=repo)
+    page = (tmp_path / "en/matmul/index.html").read_text()
+    assert f'<link rel="canonical" href="{url}en/matmul/">' in page
     assert f"<loc>{url}</loc>" in (tmp_path / "sitemap.xml").read_text()
+    assert f'href="{repo}"' in page and 'data-md-component="source"' not in page
+    colab = "https://colab.research.google.com/github/example/handbook/blob/main/docs/notebooks/matmul.ipynb"
+    assert f'href="{colab}"' in page and f'href="{colab}"' in (tmp_path / "matmul/index.html").read_text()
+    assert "colab.research.google.com" not in html(site, "en/matmul/index.html")
 
 
 def test_the_404_page_is_chinese_and_its_language_switch_leads_home(site):

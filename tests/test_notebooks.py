@@ -1,0 +1,170 @@
+"""The notebooks (docs/notebooks/, made from examples/ by
+docs/hooks/notebooks.py): committed up to date, self-contained, and run.
+
+Each notebook is executed alone in an empty folder outside the repository
+(a `kernels.py` that raises sits beside it): the Numba parts in the CUDA
+simulator on the CPU, everything on a GPU. It runs through a Jupyter kernel
+(nbclient + ipykernel) where those are installed; where they are not (a GPU
+machine with only the runtime packages), its code cells run in order as one
+script in a fresh interpreter, which is what a kernel does with them. A
+planted fault (tests/test_examples.py's FAULTS) in the example a notebook
+is made from must make the notebook fail.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_examples import FAULTS, POISON, SMALL
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _hook():
+    spec = importlib.util.spec_from_file_location("notebooks_hook", ROOT / "docs/hooks/notebooks.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+NB = _hook()
+EXAMPLES = NB.examples()
+
+
+def _gpu() -> bool:
+    from kernels.device import has_gpu
+
+    return has_gpu()
+
+
+def _env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if "NUMBA_ENABLE_CUDASIM" not in env and not _gpu():
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != ROOT]
+    if extra:  # the GPU machine's wheels (numpy 2.4.6), never the repository
+        env["PYTHONPATH"] = os.pathsep.join(extra)
+    return env
+
+
+def runner() -> str:
+    have = all(importlib.util.find_spec(m) is not None for m in ("nbclient", "ipykernel", "nbformat"))
+    return "jupyter" if have else "script"
+
+
+def execute(notebook_text: str, folder: Path) -> subprocess.CompletedProcess:
+    """Run a notebook alone in `folder`; returncode 0 when every cell ran."""
+    (folder / "kernels.py").write_text(POISON)
+    (folder / "nb.ipynb").write_text(notebook_text)
+    if runner() == "jupyter":
+        code = ("import nbformat\nfrom nbclient import NotebookClient\n"
+                "nb = nbformat.read('nb.ipynb', as_version=4)\n"
+                "NotebookClient(nb, timeout=900, kernel_name='python3', "
+                "resources={'metadata': {'path': '.'}}).execute()\n"
+                "for c in nb.cells:\n"
+                "    for o in c.get('outputs', []):\n"
+                "        print(o.get('text', ''), end='')\n")
+    else:
+        cells = json.loads(notebook_text)["cells"]
+        code = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    (folder / "run.py").write_text(code)
+    return subprocess.run([sys.executable, "run.py"], cwd=folder, env=_env(), capture_output=True, text=True,
+                          timeout=1800)
+
+
+def test_the_committed_notebooks_are_those_the_examples_make():
+    bad = NB.stale()
+    assert not bad, f"stale notebooks (run `make notebooks`): {[p.name for p in bad]}"
+    assert {p.stem for p in (ROOT / "docs/notebooks").glob("*.ipynb")} == {s.stem for s in EXAMPLES}
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_notebook_starts_with_the_setup_and_carries_its_cuda(example):
+    nb = json.loads((ROOT / "docs/notebooks" / f"{example.stem}.ipynb").read_text())
+    code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    assert code[0].startswith("# Setup: a GPU, and the packages")
+    names = NB.cuda_files(example.read_text())
+    if names:
+        assert code[1].startswith("# The CUDA C this notebook compiles")
+        for name in names:
+            assert (ROOT / "kernels/cuda" / name).read_text() in code[1]
+    own = code[2:] if names else code[1:]  # the example's cells (the .cu files keep their markers)
+    assert not any("--8<--" in c for c in own)
+    assert code[-1].rstrip().splitlines()[-2] == "if __name__ == \"__main__\":"
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_notebook_runs_alone(example, tmp_path):
+    proc = execute((ROOT / "docs/notebooks" / f"{example.stem}.ipynb").read_text(), tmp_path)
+    assert proc.returncode == 0, f"{example.stem}.ipynb failed ({runner()}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    if _gpu():
+        assert "skipped" not in proc.stdout.lower(), proc.stdout[-3000:]
+
+
+def at_test_size(notebook_text: str) -> str:
+    """The notebook with a first cell that sets the examples' test size
+    (tests/test_examples.py's SMALL): main() reads --size from sys.argv and
+    ignores the kernel's own arguments."""
+    nb = json.loads(notebook_text)
+    nb["cells"].insert(0, {"cell_type": "code", "id": "size", "metadata": {}, "outputs": [], "execution_count": None,
+                           "source": f"import sys\nsys.argv += ['--size', '{SMALL}']\n"})
+    return json.dumps(nb)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_notebook_runs_at_the_test_size(example, tmp_path):
+    """The control for the planted faults below: unchanged, at the same size, it runs."""
+    proc = execute(at_test_size((ROOT / "docs/notebooks" / f"{example.stem}.ipynb").read_text()), tmp_path)
+    assert proc.returncode == 0, f"{example.stem}.ipynb failed ({runner()}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+
+
+def fault_params():
+    out = []
+    for ex, faults in FAULTS.items():
+        for k, (file, old, new, impl) in enumerate(faults):
+            marks = [pytest.mark.gpu] if impl == "cupy" else []
+            out.append(pytest.param(ex, file, old, new, impl, marks=marks, id=f"{Path(ex).stem}-{impl}-{k}"))
+    return out
+
+
+@pytest.mark.parametrize("example, file, old, new, impl", fault_params())
+def test_a_fault_in_the_example_fails_its_notebook(example, file, old, new, impl, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(ROOT / "examples" / example, src / example)
+    for cu in NB.cuda_files((ROOT / "examples" / example).read_text()):
+        shutil.copy(ROOT / "kernels/cuda" / cu, src / cu)
+    text = (src / file).read_text()
+    assert text.count(old) >= 1, f"{old!r} not in {file}"
+    (src / file).write_text(text.replace(old, new))
+    run = tmp_path / "run"
+    run.mkdir()
+    proc = execute(at_test_size(NB.to_notebook_json(src / example, cuda_dir=src)), run)
+    assert proc.returncode != 0, f"{example}: the notebook ran with a planted fault ({runner()}):\n{proc.stdout[-2000:]}"
+
+
+def test_colab_link_needs_a_github_repository():
+    assert NB.colab_url("https://github.com/o/r", "main", "x.ipynb") == \
+        "https://colab.research.google.com/github/o/r/blob/main/docs/notebooks/x.ipynb"
+    assert NB.colab_url("https://github.com/o/r.git", "main", "x.ipynb").endswith("/o/r/blob/main/docs/notebooks/x.ipynb")
+    assert NB.colab_url(None, "main", "x.ipynb") is None
+    assert NB.colab_url("https://gitlab.com/o/r", "main", "x.ipynb") is None
+
+
+def test_a_chapter_offers_the_notebooks_of_its_examples():
+    md = "---\ntitle: t\n---\n# 矩阵乘法\n\ntext\n```python\n--8<-- \"examples/matmul.py:check\"\n```\n"
+    out = NB.links(md, "matmul.md", "zh", "https://github.com/o/r")
+    head, _, rest = out.partition("# 矩阵乘法\n")
+    assert rest.lstrip().startswith("[下载笔记本 matmul.ipynb](notebooks/matmul.ipynb){ .md-button download }")
+    assert "colab.research.google.com/github/o/r/blob/main/docs/notebooks/matmul.ipynb" in rest
+    en = NB.links(md.replace("矩阵乘法", "Matmul"), "matmul.en.md", "en", None)
+    assert "[Download notebook matmul.ipynb](notebooks/matmul.ipynb)" in en and "colab" not in en
+    assert NB.links("# x\nno example here\n", "x.md", "zh", None) == "# x\nno example here\n"
