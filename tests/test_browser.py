@@ -57,6 +57,21 @@ def page_paths():
     return out
 
 
+def test_the_404_page_renders_and_leads_home(browser, server):
+    """A missing address gets the one 404 page, in both languages, and its
+    English link leads to the English home page."""
+    ctx, page, errors, outside = visit(browser, server, "404.html")
+    try:
+        assert page.locator("h1").first.inner_text().startswith("404 - 页面不存在")
+        assert "404 - Page not found" in page.locator("article").inner_text()
+        page.locator('a.home-link[data-lang=en]').click()
+        page.wait_for_load_state("load")
+        assert page.url == f"{server}/en/" and page.evaluate("() => document.documentElement.lang") == "en"
+        assert not errors and not outside, (errors, outside)
+    finally:
+        ctx.close()
+
+
 def visit(browser, server, path, width=1280):
     """Open a page with every request outside the site aborted; return the
     page, its console errors and the requests that failed or left the site."""
@@ -91,6 +106,13 @@ def test_page_renders_offline(browser, server, path):
                                    " document.querySelectorAll('.mermaid').length && [...document.querySelectorAll"
                                    "('div.mermaid')].every(e => e.getBoundingClientRect().height > 40)", timeout=20000)
         page.wait_for_timeout(300)
+        # every plot loaded; every results table outside a closed tab has a size
+        broken = page.evaluate("() => [...document.images].filter(i => !(i.complete && i.naturalWidth > 0))"
+                               ".map(i => i.src)")
+        assert not broken, broken
+        hidden = page.evaluate("() => [...document.querySelectorAll('.md-typeset table')].filter(t => "
+                               "!t.closest('.tabbed-block') && t.getBoundingClientRect().height === 0).length")
+        assert hidden == 0
         assert not outside, outside
         assert not errors, errors
     finally:

@@ -208,8 +208,13 @@ def test_site_and_repo_url_from_the_environment(tmp_path, site):
     assert "colab.research.google.com" not in html(site, "en/matmul/index.html")
 
 
-def test_the_404_page_is_chinese_and_its_language_switch_leads_home(site):
+def test_the_404_page_speaks_both_languages_and_leads_home(site):
+    """A server has one 404 page: it says so in Chinese, then in English,
+    and its links and language switch lead to each language's home."""
     text = html(site, "404.html")
     assert '<html lang="zh"' in text
+    assert "404 - 页面不存在" in text and "404 - Page not found" in text
     links = dict((lang, href) for href, lang in re.findall(r'href="([^"]*)"\s+hreflang="(zh|en)"', text))
     assert links and links["en"] == links["zh"] + "en/" and "notebooks" not in text.split("<main")[0]
+    homes = dict(re.findall(r'<a class="home-link" data-lang="(zh|en)" href="([^"]*)"', text))
+    assert homes == links, (homes, links)

@@ -1,5 +1,5 @@
-"""MkDocs hook: the site's one 404.html, in Chinese, with a language switch
-that leads home.
+"""MkDocs hook: the site's one 404.html (Chinese, then English; the
+template is docs/hooks/templates/404.html), whose links lead home.
 
 A server has one 404 page for every missing address. The i18n plugin
 builds each language in turn and the last one writes 404.html (mkdocs.yml
@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 SWITCH = re.compile(r'href="([^"]*)"(\s+hreflang="(zh|en)")')
+HOME = re.compile(r'(<a class="home-link" data-lang="(zh|en)" )href="[^"]*"')
 
 
 def on_post_build(config):
@@ -27,4 +28,6 @@ def on_post_build(config):
         return
     root = os.path.commonprefix([hrefs["zh"], hrefs["en"]])
     homes = {"zh": root, "en": root + "en/"}
-    path.write_text(SWITCH.sub(lambda m: f'href="{homes[m.group(3)]}"{m.group(2)}', text))
+    text = SWITCH.sub(lambda m: f'href="{homes[m.group(3)]}"{m.group(2)}', text)
+    text = HOME.sub(lambda m: f'{m.group(1)}href="{homes[m.group(2)]}"', text)  # the page's own links home
+    path.write_text(text)
