@@ -61,6 +61,11 @@ FAULTS = {
                       "out[c * rows + r] = in[r * cols + c] + 1.0f;", "cupy")],
     "host_transfer.py": [("host_transfer.py", "v = v * float32(0.5) + xi", "v = v * float32(0.5) - xi", "numba"),
                          ("host_transfer.cu", "v = fmaf(v, 0.5f, xi);", "v = fmaf(v, 0.5f, -xi);", "cupy")],
+    # the calculator forgets the 1 KB the driver reserves per block; the
+    # driver check is handed half a kernel's registers
+    "occupancy.py": [("occupancy.py", "smem = round_up(static_smem + dynamic_smem + L.reserved_smem_per_block, L.smem_alloc_unit)",
+                      "smem = round_up(static_smem + dynamic_smem, L.smem_alloc_unit)", "numba"),
+                     ("occupancy.py", '"regs": int(kern.num_regs),', '"regs": int(kern.num_regs) // 2,', "cupy")],
     "stencil.py": [("stencil.py", "if row < H and col < W:", "if row < H and col < W - 1:", "numba"),
                    ("stencil.cu", "if (y < H && x < W) {", "if (y < H && x < W - 1) {", "cupy"),
                    ("stencil.cu", "acc += w[(dy + R) * KW + dx + R] * pixel(in, H, W, y + dy, x + dx);",
