@@ -215,6 +215,8 @@ def record_id(topic: str, impl: str, variant: str, shape, dtype: str) -> str:
 NO_REL_ERR = {
     "pointer_chase": "a latency probe computes no value; where the chase ended is compared with the "
                      "chain instead (the bench raises if it differs)",
+    "throughput_only": "an instruction-throughput probe on register operands computes no product to compare; "
+                       "the bench checks that what it wrote is finite",
 }
 
 

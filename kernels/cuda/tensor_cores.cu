@@ -1,0 +1,335 @@
+// Tensor Core GEMM, one idea per step: C = A @ B with A (M x K) and B (K x N)
+// in FP16, row-major, C (M x N) in FP32, row-major, accumulated in FP32.
+//
+//   1. tc_wmma_global   WMMA (nvcuda::wmma), fragments loaded straight from global memory
+//   2. tc_wmma_smem     WMMA from shared-memory tiles that a block loads once for its warps
+//   3. tc_mma_ldmatrix  mma.sync.m16n8k16 fed by ldmatrix from an XOR-swizzled shared layout
+//   4. tc_mma_async     the same, fed by a cp.async pipeline of STAGES tiles in flight
+//   5. tc_mma_tuned     step 4 at the configuration a sweep found fastest
+//   tc_mma_peak         mma.sync on registers only: the ceiling of this instruction
+//
+// Steps 1-2 need M, N, K to be multiples of 16 (a fragment is 16 x 16 x 16);
+// steps 3-5 take any M and need N and K to be multiples of 8 (16-byte rows),
+// reading zeros past the edges of A and B and writing only inside C.
+// Every step needs sm_80 or newer (mma.sync.m16n8k16, ldmatrix, cp.async); the
+// wrappers refuse older GPUs. tests/test_cuda_compile.py builds it for:
+// REQUIRES: sm_80
+// REQUIRES: sm_86
+// REQUIRES: sm_89
+// REQUIRES: sm_90
+
+#include <cuda_fp16.h>
+#include <mma.h>
+
+// --8<-- [start:wmma_global]
+// Step 1: each warp owns one 16 x 16 tile of C; a block is 4 warps (2 x 2).
+// Every fragment comes from global memory, so each element of A is read
+// N / 16 times and each of B M / 16 times.
+extern "C" __global__ void tc_wmma_global(const __half* __restrict__ A, const __half* __restrict__ B,
+                                          float* __restrict__ C, int M, int N, int K) {
+    using namespace nvcuda;
+    const int warp = threadIdx.x / 32;
+    const int tile_m = blockIdx.y * 2 + warp / 2;  // which 16-row band of C
+    const int tile_n = blockIdx.x * 2 + warp % 2;  // which 16-column band
+    if (tile_m * 16 >= M || tile_n * 16 >= N) return;  // warp-uniform: whole warps leave
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int k = 0; k < K; k += 16) {
+        wmma::load_matrix_sync(a, A + (size_t)tile_m * 16 * K + k, K);
+        wmma::load_matrix_sync(b, B + (size_t)k * N + tile_n * 16, N);
+        wmma::mma_sync(acc, a, b, acc);
+    }
+    wmma::store_matrix_sync(C + (size_t)tile_m * 16 * N + tile_n * 16, acc, N, wmma::mem_row_major);
+}
+// --8<-- [end:wmma_global]
+
+
+// --8<-- [start:wmma_smem]
+// Step 2: a block of 4 warps computes a 64 x 64 tile of C, each warp 32 x 32
+// (2 x 2 fragments). Per 32-wide slice of K the block copies A's 64 x 32 and
+// B's 32 x 64 into shared memory once, and the warps read their fragments
+// from there. Rows are padded by 8 halves (16 bytes) so that the rows a
+// fragment load reads start in different banks.
+constexpr int W2_BM = 64, W2_BN = 64, W2_BK = 32, W2_PAD = 8;
+
+extern "C" __global__ void tc_wmma_smem(const __half* __restrict__ A, const __half* __restrict__ B,
+                                        float* __restrict__ C, int M, int N, int K) {
+    using namespace nvcuda;
+    __shared__ __align__(32) __half As[W2_BM][W2_BK + W2_PAD];
+    __shared__ __align__(32) __half Bs[W2_BK][W2_BN + W2_PAD];
+    const int warp = threadIdx.x / 32;
+    const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;  // the warp's 32 x 32 inside the block tile
+    const int m0 = blockIdx.y * W2_BM, n0 = blockIdx.x * W2_BN;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+    for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+    for (int k0 = 0; k0 < K; k0 += W2_BK) {
+        // 64 x 32 halves of A and 32 x 64 of B: 256 chunks of 8 halves each, 2 per thread
+        for (int c = threadIdx.x; c < W2_BM * W2_BK / 8; c += blockDim.x) {
+            int r = c / (W2_BK / 8), col = (c % (W2_BK / 8)) * 8;
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (m0 + r < M && k0 + col < K) v = *reinterpret_cast<const uint4*>(A + (size_t)(m0 + r) * K + k0 + col);
+            *reinterpret_cast<uint4*>(&As[r][col]) = v;
+        }
+        for (int c = threadIdx.x; c < W2_BK * W2_BN / 8; c += blockDim.x) {
+            int r = c / (W2_BN / 8), col = (c % (W2_BN / 8)) * 8;
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (k0 + r < K && n0 + col < N) v = *reinterpret_cast<const uint4*>(B + (size_t)(k0 + r) * N + n0 + col);
+            *reinterpret_cast<uint4*>(&Bs[r][col]) = v;
+        }
+        __syncthreads();
+        for (int kk = 0; kk < W2_BK; kk += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b[2];
+            for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], &As[wm + i * 16][kk], W2_BK + W2_PAD);
+            for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], &Bs[kk][wn + j * 16], W2_BN + W2_PAD);
+            for (int i = 0; i < 2; ++i)
+                for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+    for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) {
+            int r = m0 + wm + i * 16, c = n0 + wn + j * 16;
+            if (r < M && c < N)  // M and N are multiples of 16: a fragment is all in or all out
+                wmma::store_matrix_sync(C + (size_t)r * N + c, acc[i][j], N, wmma::mem_row_major);
+        }
+}
+// --8<-- [end:wmma_smem]
+
+
+// --8<-- [start:mma_helpers]
+// The PTX behind steps 3-5. Fragment layouts: PTX ISA, "Matrix Fragments for
+// mma.m16n8k16" (f16 A: a0..a3, B: b0..b1, f32 C/D: c0..c3).
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// Four 8 x 8 matrices of 16-bit values; lane l gives the address of row l % 8
+// of matrix l / 8. With .trans each matrix arrives transposed.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+
+// D = A (16 x 16, f16) * B (16 x 8, f16) + D (16 x 8, f32), one warp.
+__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// 16 bytes global -> shared without passing through registers; `bytes` of
+// them read (16 or 0: a chunk past the edge of A or B is filled with zeros).
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+
+// The shared layouts, in 16-byte chunks (8 halves). A tile row of BK halves
+// is BK / 8 chunks; the 8 rows one ldmatrix matrix reads would fall in the
+// same banks, so chunk c of row r is stored at c ^ f(r), which spreads them
+// over all 32 banks (one 128-byte line per 8 chunks).
+template <int CHUNKS>  // chunks per row: 4 (BK = 32) or 8 (BK = 64) for A; BN / 8 for B
+__device__ __forceinline__ int swizzle(int row, int chunk) {
+    if constexpr (CHUNKS >= 8) return row * CHUNKS + (chunk ^ (row & 7));
+    else if constexpr (CHUNKS == 4) return row * CHUNKS + (chunk ^ ((row >> 1) & 3));
+    else return row * CHUNKS + (chunk ^ ((row >> 2) & 1));
+}
+// --8<-- [end:mma_helpers]
+
+
+// --8<-- [start:mma_warp_tile]
+// One BK slice of the block tile, for one warp: its WM x WN part of C is
+// (WM / 16) x (WN / 8) mma tiles. A fragments come from As (BM x BK, row-major,
+// swizzled), B fragments from Bs (BK x BN, row-major, swizzled) with .trans,
+// which turns K-major rows into the "col" operand mma wants.
+template <int BM, int BN, int BK, int WM, int WN>
+__device__ __forceinline__ void warp_tile_mma(const __half* As, const __half* Bs, float (&acc)[WM / 16][WN / 8][4],
+                                              int warp_m, int warp_n, int lane) {
+    constexpr int A_CHUNKS = BK / 8, B_CHUNKS = BN / 8;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+        unsigned a[WM / 16][4], b[WN / 16][4];
+#pragma unroll
+        for (int i = 0; i < WM / 16; ++i) {  // rows lane % 16, k chunk lane / 16
+            int row = warp_m + i * 16 + lane % 16, chunk = kk / 8 + lane / 16;
+            ldmatrix_x4(a[i], As + swizzle<A_CHUNKS>(row, chunk) * 8);
+        }
+#pragma unroll
+        for (int j = 0; j < WN / 16; ++j) {  // k rows lane % 16, n chunk lane / 16: two n8 tiles
+            int row = kk + lane % 16, chunk = (warp_n + j * 16) / 8 + lane / 16;
+            ldmatrix_x4_trans(b[j], Bs + swizzle<B_CHUNKS>(row, chunk) * 8);
+        }
+#pragma unroll
+        for (int i = 0; i < WM / 16; ++i)
+#pragma unroll
+            for (int j = 0; j < WN / 8; ++j)
+                mma_16816(acc[i][j], a[i], b[j / 2][(j % 2) * 2], b[j / 2][(j % 2) * 2 + 1]);
+    }
+}
+
+// The accumulators to C: c0, c1 at (lane / 4, 2 * (lane % 4) + 0, 1), c2, c3
+// eight rows below; only what lies inside C is written.
+template <int WM, int WN>
+__device__ __forceinline__ void store_acc(float* C, const float (&acc)[WM / 16][WN / 8][4], int row0, int col0,
+                                          int M, int N, int lane) {
+#pragma unroll
+    for (int i = 0; i < WM / 16; ++i)
+#pragma unroll
+        for (int j = 0; j < WN / 8; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                int r = row0 + i * 16 + lane / 4 + h * 8, c = col0 + j * 8 + 2 * (lane % 4);
+                if (r < M && c < N)  // N is a multiple of 8, so c + 1 < N too
+                    *reinterpret_cast<float2*>(C + (size_t)r * N + c) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+            }
+}
+// --8<-- [end:mma_warp_tile]
+
+
+// --8<-- [start:mma_ldmatrix]
+// Step 3: 128 x 128 x 32 block tiles, 8 warps of 64 x 32. Each slice of K is
+// copied global -> registers -> shared (swizzled), then every warp runs
+// ldmatrix + mma.sync on it. The copy and the math take turns.
+constexpr int S3_BM = 128, S3_BN = 128, S3_BK = 32, S3_WM = 64, S3_WN = 32, S3_THREADS = 256;
+
+extern "C" __global__ void __launch_bounds__(S3_THREADS) tc_mma_ldmatrix(
+        const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C, int M, int N, int K) {
+    __shared__ __align__(128) __half As[S3_BM * S3_BK];
+    __shared__ __align__(128) __half Bs[S3_BK * S3_BN];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int warp_m = (warp / (S3_BN / S3_WN)) * S3_WM, warp_n = (warp % (S3_BN / S3_WN)) * S3_WN;
+    const int m0 = blockIdx.y * S3_BM, n0 = blockIdx.x * S3_BN;
+    float acc[S3_WM / 16][S3_WN / 8][4] = {};
+    for (int k0 = 0; k0 < K; k0 += S3_BK) {
+        for (int c = threadIdx.x; c < S3_BM * S3_BK / 8; c += S3_THREADS) {
+            int r = c / (S3_BK / 8), ch = c % (S3_BK / 8);
+            uint4 v = make_uint4(0, 0, 0, 0);  // past an edge: zeros, which add nothing
+            if (m0 + r < M && k0 + ch * 8 < K) v = *reinterpret_cast<const uint4*>(A + (size_t)(m0 + r) * K + k0 + ch * 8);
+            *reinterpret_cast<uint4*>(As + swizzle<S3_BK / 8>(r, ch) * 8) = v;
+        }
+        for (int c = threadIdx.x; c < S3_BK * S3_BN / 8; c += S3_THREADS) {
+            int r = c / (S3_BN / 8), ch = c % (S3_BN / 8);
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (k0 + r < K && n0 + ch * 8 < N) v = *reinterpret_cast<const uint4*>(B + (size_t)(k0 + r) * N + n0 + ch * 8);
+            *reinterpret_cast<uint4*>(Bs + swizzle<S3_BN / 8>(r, ch) * 8) = v;
+        }
+        __syncthreads();
+        warp_tile_mma<S3_BM, S3_BN, S3_BK, S3_WM, S3_WN>(As, Bs, acc, warp_m, warp_n, lane);
+        __syncthreads();
+    }
+    store_acc<S3_WM, S3_WN>(C, acc, m0 + warp_m, n0 + warp_n, M, N, lane);
+}
+// --8<-- [end:mma_ldmatrix]
+
+
+// --8<-- [start:mma_async]
+// Steps 4-5: the block tile's slices of K arrive by cp.async, STAGES of them
+// in flight: while the warps multiply slice k, slices k + 1 ... k + STAGES - 1
+// are on their way. Shared memory is dynamic: STAGES x (BM x BK + BK x BN)
+// halves, over 48 KB for the larger configurations (the launcher opts in).
+template <int BM, int BN, int BK, int WM, int WN, int STAGES>
+__device__ __forceinline__ void tc_mma_async_body(const __half* __restrict__ A, const __half* __restrict__ B,
+                                                  float* __restrict__ C, int M, int N, int K) {
+    constexpr int THREADS = (BM / WM) * (BN / WN) * 32;
+    constexpr int A_CHUNKS = BK / 8, B_CHUNKS = BN / 8, A_TILE = BM * BK, B_TILE = BK * BN;
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    __half* As = reinterpret_cast<__half*>(smem_raw);
+    __half* Bs = As + STAGES * A_TILE;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int warp_m = (warp / (BN / WN)) * WM, warp_n = (warp % (BN / WN)) * WN;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    const int tiles = (K + BK - 1) / BK;
+
+    auto load_tile = [&](int stage, int t) {  // slice t of K into buffer `stage`
+        const int k0 = t * BK;
+        __half* as = As + stage * A_TILE;
+        __half* bs = Bs + stage * B_TILE;
+        for (int c = threadIdx.x; c < BM * A_CHUNKS; c += THREADS) {
+            int r = c / A_CHUNKS, ch = c % A_CHUNKS;
+            bool in = m0 + r < M && k0 + ch * 8 < K;
+            cp_async_16(as + swizzle<A_CHUNKS>(r, ch) * 8, in ? A + (size_t)(m0 + r) * K + k0 + ch * 8 : A, in ? 16 : 0);
+        }
+        for (int c = threadIdx.x; c < BK * B_CHUNKS; c += THREADS) {
+            int r = c / B_CHUNKS, ch = c % B_CHUNKS;
+            bool in = k0 + r < K && n0 + ch * 8 < N;
+            cp_async_16(bs + swizzle<B_CHUNKS>(r, ch) * 8, in ? B + (size_t)(k0 + r) * N + n0 + ch * 8 : B, in ? 16 : 0);
+        }
+    };
+
+    float acc[WM / 16][WN / 8][4] = {};
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {  // fill the pipeline (empty groups past the end keep the count)
+        if (s < tiles) load_tile(s, s);
+        cp_async_commit();
+    }
+    for (int t = 0; t < tiles; ++t) {
+        cp_async_wait<STAGES - 2>();  // slice t has landed (this thread's part) ...
+        __syncthreads();              // ... and everyone's; and slice t - 1's buffer is free
+        int next = t + STAGES - 1;
+        if (next < tiles) load_tile(next % STAGES, next);
+        cp_async_commit();
+        warp_tile_mma<BM, BN, BK, WM, WN>(As + (t % STAGES) * A_TILE, Bs + (t % STAGES) * B_TILE, acc,
+                                          warp_m, warp_n, lane);
+    }
+    cp_async_wait<0>();
+    store_acc<WM, WN>(C, acc, m0 + warp_m, n0 + warp_n, M, N, lane);
+}
+
+// any configuration, by name: tc_mma_async_t<BM, BN, BK, WM, WN, STAGES>
+template <int BM, int BN, int BK, int WM, int WN, int STAGES>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32) tc_mma_async_t(
+        const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C, int M, int N, int K) {
+    tc_mma_async_body<BM, BN, BK, WM, WN, STAGES>(A, B, C, M, N, K);
+}
+
+// The configurations the bench sweeps (kernels/tensor_cores.py: TC_CONFIGS),
+// instantiated here too so that nvcc checks each for spills.
+template __global__ void tc_mma_async_t<128, 128, 32, 64, 32, 3>(const __half*, const __half*, float*, int, int, int);
+template __global__ void tc_mma_async_t<128, 128, 32, 64, 32, 4>(const __half*, const __half*, float*, int, int, int);
+template __global__ void tc_mma_async_t<128, 128, 64, 64, 32, 3>(const __half*, const __half*, float*, int, int, int);
+template __global__ void tc_mma_async_t<128, 256, 32, 64, 64, 3>(const __half*, const __half*, float*, int, int, int);
+template __global__ void tc_mma_async_t<256, 128, 32, 64, 64, 3>(const __half*, const __half*, float*, int, int, int);
+template __global__ void tc_mma_async_t<128, 256, 32, 64, 64, 4>(const __half*, const __half*, float*, int, int, int);
+template __global__ void tc_mma_async_t<128, 128, 32, 32, 64, 4>(const __half*, const __half*, float*, int, int, int);
+template __global__ void tc_mma_async_t<64, 128, 32, 32, 32, 4>(const __half*, const __half*, float*, int, int, int);
+
+// Step 4: step 3's tiles (128 x 128 x 32, 8 warps of 64 x 32), 4 stages.
+extern "C" __global__ void __launch_bounds__(256) tc_mma_async(
+        const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C, int M, int N, int K) {
+    tc_mma_async_body<128, 128, 32, 64, 32, 4>(A, B, C, M, N, K);
+}
+// --8<-- [end:mma_async]
+
+
+// --8<-- [start:mma_peak]
+// The ceiling: mma.sync on fragments that never leave registers. Each warp
+// keeps CHAINS independent accumulators (so mma latency hides behind the
+// others) and runs `iters` rounds; the sum of its accumulators is written
+// so that nothing is optimised away. 2 * 16 * 8 * 16 FLOPs per mma.
+constexpr int PEAK_CHAINS = 8;
+
+extern "C" __global__ void tc_mma_peak(float* __restrict__ out, int iters) {
+    const unsigned lane = threadIdx.x % 32;
+    unsigned a[4] = {0x3c003c00u ^ lane, 0x3c003c00u, 0x3c003c00u, 0x3c003c00u};  // halves near 1.0
+    unsigned b0 = 0x3c003c00u, b1 = 0x3c003c00u ^ (lane << 1);
+    float acc[PEAK_CHAINS][4] = {};
+    for (int it = 0; it < iters; ++it)
+#pragma unroll
+        for (int c = 0; c < PEAK_CHAINS; ++c) mma_16816(acc[c], a, b0, b1);
+    float s = 0.0f;
+#pragma unroll
+    for (int c = 0; c < PEAK_CHAINS; ++c) s += acc[c][0] + acc[c][1] + acc[c][2] + acc[c][3];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+// --8<-- [end:mma_peak]

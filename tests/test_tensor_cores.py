@@ -1,0 +1,171 @@
+"""The Tensor Core ladder (kernels/tensor_cores.py, kernels/cuda/tensor_cores.cu).
+
+On the GPU: every step, and every configuration of tc_mma_async_t, against a
+float64 product of the same FP16 inputs, output poisoned with NaN first, at
+16^3, at shapes that are not multiples of its tile, and at 4096^3; cuBLAS's
+FP16 GEMM (cublasGemmEx) likewise; bad input refused with an error naming
+the argument. On the CPU: the compute-capability refusal (faked device),
+configurations and launch shapes, and the SASS: the instructions each step
+is about are there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels import tensor_cores as tc
+
+gpu = pytest.mark.gpu
+
+
+def test_an_older_gpu_is_refused_naming_it_and_the_need():
+    with pytest.raises(RuntimeError, match=r"compute capability 8\.0 or newer .*Tesla T4 is 7\.5"):
+        tc.require_compute_capability("Tesla T4", (7, 5))
+    tc.require_compute_capability("NVIDIA A100", (8, 0))
+    tc.require_compute_capability("NVIDIA H200", (9, 0))
+
+
+def test_configs_and_launch_shapes():
+    assert tc.TUNED in tc.TC_CONFIGS and tc.ASYNC in tc.TC_CONFIGS
+    for cfg in tc.TC_CONFIGS:
+        bm, bn, bk, wm, wn, stages = cfg
+        assert bm % wm == 0 and bn % wn == 0 and wm % 16 == 0 and wn % 16 == 0 and bk % 16 == 0
+        assert tc.config_threads(cfg) <= 1024 and tc.config_smem(cfg) <= 227 * 1024
+        grid, block, smem = tc.launch_shape("config", 1000, 1016, cfg)
+        assert grid == (-(-1016 // bn), -(-1000 // bm)) and block == (tc.config_threads(cfg),)
+    with pytest.raises(ValueError, match="TC_CONFIGS"):
+        tc.check_config((64, 64, 32, 32, 32, 2))
+
+
+def test_every_config_is_instantiated_in_the_source():
+    text = tc.CUDA_SOURCE.read_text()
+    for cfg in tc.TC_CONFIGS:
+        assert f"tc_mma_async_t<{', '.join(map(str, cfg))}>" in text, cfg
+
+
+def test_sass_has_the_instructions_each_step_is_about():
+    from kernels import sass
+
+    if not sass.available():
+        pytest.skip("nvcc, cuobjdump or nvdisasm not found")
+    text = {k: "\n".join(sass.sass("tensor_cores.cu", k)) for k in
+            ("tc_wmma_global", "tc_mma_ldmatrix", "tc_mma_async", "tc_mma_peak")}
+    assert "HMMA.16816.F32" in text["tc_mma_ldmatrix"] and "LDSM" in text["tc_mma_ldmatrix"]
+    assert "LDGSTS" in text["tc_mma_async"] and "LDSM" in text["tc_mma_async"]
+    assert "LDGSTS" not in text["tc_mma_ldmatrix"]
+    assert "HMMA" in text["tc_wmma_global"] and "LDS" not in text["tc_wmma_global"]
+    assert "HMMA" in text["tc_mma_peak"] and "LDG" not in text["tc_mma_peak"]
+    resources = sass.resources("tensor_cores.cu")
+    assert all(r["spill_stores"] == 0 for r in resources.values()), resources
+
+
+# --- GPU -------------------------------------------------------------------
+
+def _inputs(M, N, K, seed=0):
+    import cupy as cp
+
+    rng = cp.random.default_rng(seed)
+    A = rng.standard_normal((M, K), dtype=cp.float32).astype(cp.float16)
+    B = rng.standard_normal((K, N), dtype=cp.float32).astype(cp.float16)
+    return A, B, A.astype(cp.float64) @ B.astype(cp.float64)
+
+
+def _check(C, A, B, ref):
+    """FP32 accumulation of exact FP16 products: |C - ref| within K * 2^-20 * (|A| @ |B|)."""
+    import cupy as cp
+
+    K = A.shape[1]
+    bound = K * 2.0**-20 * (cp.abs(A.astype(cp.float64)) @ cp.abs(B.astype(cp.float64))) + 1e-30
+    err = cp.abs(C.astype(cp.float64) - ref)
+    assert not bool(cp.isnan(C).any()), "an element was left unwritten (NaN)"
+    worst = float((err / bound).max())
+    assert worst <= 1.0, f"error {worst:.2f} x the FP32-accumulation bound"
+
+
+STEP_SHAPES = {"wmma": [(16, 16, 16), (48, 80, 32), (1008, 1024, 80)],
+               "mma": [(16, 16, 16), (33, 24, 40), (1000, 1016, 72)]}
+
+
+def _cases():
+    out = []
+    for step in tc.STEPS:
+        for shape in STEP_SHAPES["wmma" if step in tc.WMMA_STEPS else "mma"]:
+            out.append(pytest.param(step, None, shape, marks=gpu, id=f"{step}-{'x'.join(map(str, shape))}"))
+    for cfg in tc.TC_CONFIGS:
+        out.append(pytest.param("config", cfg, (1000, 1016, 72), marks=gpu, id=f"config{tc.config_name(cfg)}"))
+    return out
+
+
+@pytest.mark.parametrize("step, cfg, shape", _cases())
+def test_step_matches_float64(step, cfg, shape):
+    import cupy as cp
+
+    M, N, K = shape
+    A, B, ref = _inputs(M, N, K)
+    C = cp.full((M, N), cp.nan, dtype=cp.float32)
+    out = tc.tc_matmul(A, B, C, step=step, config=cfg)
+    assert out is C
+    _check(C, A, B, ref)
+
+
+@gpu
+@pytest.mark.parametrize("step", tc.STEPS + ("cublas",))
+def test_4096_cubed(step):
+    import cupy as cp
+
+    A, B, ref = _inputs(4096, 4096, 4096, seed=1)
+    C = cp.full((4096, 4096), cp.nan, dtype=cp.float32)
+    if step == "cublas":
+        tc.cublas_gemm(A, B, C)
+    else:
+        tc.tc_matmul(A, B, C, step=step)
+    _check(C, A, B, ref)
+
+
+@gpu
+def test_allocates_c_when_none_is_given():
+    A, B, ref = _inputs(64, 64, 64)
+    _check(tc.tc_matmul(A, B, step="mma_async"), A, B, ref)
+
+
+@gpu
+def test_bad_input_is_refused_naming_the_argument():
+    import cupy as cp
+
+    A, B, _ = _inputs(64, 64, 64)
+    C = cp.empty((64, 64), dtype=cp.float32)
+    with pytest.raises(TypeError, match="A"):
+        tc.tc_matmul(A.astype(cp.float32), B, C)
+    with pytest.raises(TypeError, match="C"):
+        tc.tc_matmul(A, B, C.astype(cp.float16))
+    with pytest.raises(TypeError, match="B"):
+        tc.tc_matmul(A, cp.asnumpy(B), C)
+    with pytest.raises(ValueError, match="B"):
+        tc.tc_matmul(A, cp.zeros((64, 128), cp.float16)[:, ::2], C)  # not contiguous
+    with pytest.raises(ValueError, match="A must start on a 16-byte boundary"):
+        tc.tc_matmul(cp.zeros(64 * 64 + 1, cp.float16)[1:].reshape(64, 64), B, C)
+    with pytest.raises(ValueError, match="inner dimensions"):
+        tc.tc_matmul(A, cp.zeros((32, 64), cp.float16), C)
+    with pytest.raises(ValueError, match="C must have shape"):
+        tc.tc_matmul(A, B, cp.empty((64, 32), cp.float32))
+    with pytest.raises(ValueError, match="multiples of 16"):
+        tc.tc_matmul(cp.zeros((64, 40), cp.float16), cp.zeros((40, 64), cp.float16), C, step="wmma_global")
+    with pytest.raises(ValueError, match="multiples of 8"):
+        tc.tc_matmul(cp.zeros((64, 36), cp.float16), cp.zeros((36, 64), cp.float16), C, step="mma_async")
+    with pytest.raises(ValueError, match="step must be one of"):
+        tc.tc_matmul(A, B, C, step="fastest")
+    buf = cp.zeros(64 * 64 * 4, dtype=cp.uint8)  # C over A's bytes
+    A2 = buf[: 64 * 64 * 2].view(cp.float16).reshape(64, 64)
+    with pytest.raises(ValueError, match="overlap"):
+        tc.tc_matmul(A2, B, buf.view(cp.float32).reshape(64, 64))
+
+
+@gpu
+def test_mma_peak_runs_and_counts_flops():
+    import cupy as cp
+
+    out, flops = tc.mma_peak(4, 128, 16)
+    assert out.shape == (512,) and bool(cp.isfinite(out).all())
+    assert flops == 4 * 4 * 16 * 8 * 2 * 16 * 8 * 16
+
