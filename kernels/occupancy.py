@@ -172,16 +172,19 @@ def cuda_entry_points(source: str) -> list[str]:
 def all_cupy_kernels() -> list[tuple[str, object]]:
     """(name, compiled RawKernel) for every CuPy kernel of the project: each
     extern "C" kernel of kernels/cuda/*.cu, and each template instantiation
-    the benches sweep (matmul's CONFIGS, transpose's TUNING)."""
-    from . import matmul, transpose
+    the benches sweep (matmul's CONFIGS, tensor_cores' TC_CONFIGS, transpose's TUNING)."""
+    from . import matmul, tensor_cores, transpose
     from .device import cupy_module
 
     out = []
     for src in sorted(p.name for p in CUDA_DIR.glob("*.cu")):
-        mod = cupy_module(src)
+        # the WMMA steps compile with the toolkit's headers (tensor_cores.wmma_include_dir)
+        mod = tensor_cores._wmma_module() if src == tensor_cores.WMMA_SOURCE.name else cupy_module(src)
         out += [(f"{src[:-3]}/{name}", mod.get_function(name)) for name in cuda_entry_points(src)]
     for cfg in matmul.CONFIGS:
         out.append((f"matmul/{matmul.config_name(cfg)}", matmul.warptiled_config_kernel(cfg)))
+    for cfg in tensor_cores.TC_CONFIGS:
+        out.append((f"tensor_cores/config_{tensor_cores.config_name(cfg)}", tensor_cores.config_kernel(cfg)))
     for cfg in transpose.TUNING:
         for move in (True, False):
             kind = "transpose" if move else "copy_tiled"

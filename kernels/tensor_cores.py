@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import shutil
+from pathlib import Path
 
 import numpy as np
 
 from . import checks
 from .device import CUDA_DIR, cupy_module
 
-CUDA_SOURCE = CUDA_DIR / "tensor_cores.cu"
+CUDA_SOURCE = CUDA_DIR / "tensor_cores.cu"  # steps 3-5 and the mma.sync ceiling
+WMMA_SOURCE = CUDA_DIR / "tensor_cores_wmma.cu"  # steps 1-2
 STEPS = ("wmma_global", "wmma_smem", "mma_ldmatrix", "mma_async", "mma_tuned")
 WMMA_STEPS = ("wmma_global", "wmma_smem")
 MAX_ELEMENTS = 2**31 - 1
@@ -132,8 +136,33 @@ def config_kernel(cfg):
     return kern
 
 
+def wmma_include_dir(environ=os.environ, which=shutil.which) -> Path:
+    """Where NVRTC finds crt/mma.h, which <mma.h> (WMMA) includes: the CUDA
+    toolkit's include folder (CUDA_PATH, CUDA_HOME, beside nvcc, or
+    /usr/local/cuda). The pip wheels CuPy compiles with ship mma.h without
+    it; the mma.sync steps need neither."""
+    nvcc = which("nvcc")
+    candidates = [environ.get("CUDA_PATH"), environ.get("CUDA_HOME"),
+                  str(Path(nvcc).resolve().parent.parent) if nvcc else None, "/usr/local/cuda"]
+    for c in candidates:
+        if c and (Path(c) / "include" / "crt" / "mma.h").is_file():
+            return Path(c) / "include"
+    raise RuntimeError("the WMMA steps include <mma.h>, whose crt/mma.h comes with the CUDA toolkit, not with "
+                       "the pip wheels NVRTC uses: install the toolkit or set CUDA_PATH to it "
+                       "(the mma.sync steps need neither)")
+
+
+@functools.cache
+def _wmma_module():
+    import cupy as cp
+
+    return cp.RawModule(code=WMMA_SOURCE.read_text(), options=("--std=c++17", f"-I{wmma_include_dir()}"))
+
+
 @functools.cache
 def _step_kernel(step: str):
+    if step in WMMA_STEPS:
+        return _wmma_module().get_function(f"tc_{step}")
     kern = cupy_module(CUDA_SOURCE.name).get_function(f"tc_{step}")
     if step == "mma_async":
         kern.max_dynamic_shared_size_bytes = config_smem(ASYNC)

@@ -74,9 +74,14 @@ FAULTS = {
 
 
 def cu_files(example: Path) -> list[str]:
-    """The .cu files an example says to copy with it (its "Copy with it:" line)."""
-    lines = [ln for ln in example.read_text().splitlines() if "Copy with it" in ln]
-    return sorted(set(re.findall(r"kernels/cuda/(\w+\.cuh?)", " ".join(lines))))
+    """The .cu files an example says to copy with it (its "Copy with it:"
+    sentence; docs/hooks/notebooks.py reads it the same way)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("notebooks_hook", ROOT / "docs/hooks/notebooks.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    return hook.copy_with_it(example.read_text())
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)

@@ -26,6 +26,20 @@ def test_an_older_gpu_is_refused_naming_it_and_the_need():
     tc.require_compute_capability("NVIDIA H200", (9, 0))
 
 
+def test_wmma_headers_are_found_or_the_error_says_where(tmp_path):
+    inc = tmp_path / "cuda" / "include" / "crt"
+    inc.mkdir(parents=True)
+    (inc / "mma.h").write_text("")
+    assert tc.wmma_include_dir({"CUDA_PATH": str(tmp_path / "cuda")}, lambda _: None) == tmp_path / "cuda" / "include"
+    nvcc = tmp_path / "cuda" / "bin" / "nvcc"
+    nvcc.parent.mkdir()
+    nvcc.write_text("")
+    assert tc.wmma_include_dir({}, lambda _: str(nvcc)) == tmp_path / "cuda" / "include"
+    if not (tc.Path("/usr/local/cuda/include/crt/mma.h")).is_file():
+        with pytest.raises(RuntimeError, match="crt/mma.h comes with the CUDA toolkit"):
+            tc.wmma_include_dir({}, lambda _: None)
+
+
 def test_configs_and_launch_shapes():
     assert tc.TUNED in tc.TC_CONFIGS and tc.ASYNC in tc.TC_CONFIGS
     for cfg in tc.TC_CONFIGS:
@@ -49,15 +63,16 @@ def test_sass_has_the_instructions_each_step_is_about():
 
     if not sass.available():
         pytest.skip("nvcc, cuobjdump or nvdisasm not found")
-    text = {k: "\n".join(sass.sass("tensor_cores.cu", k)) for k in
-            ("tc_wmma_global", "tc_mma_ldmatrix", "tc_mma_async", "tc_mma_peak")}
+    text = {k: "\n".join(sass.sass("tensor_cores.cu", k)) for k in ("tc_mma_ldmatrix", "tc_mma_async", "tc_mma_peak")}
+    text["tc_wmma_global"] = "\n".join(sass.sass("tensor_cores_wmma.cu", "tc_wmma_global"))
     assert "HMMA.16816.F32" in text["tc_mma_ldmatrix"] and "LDSM" in text["tc_mma_ldmatrix"]
     assert "LDGSTS" in text["tc_mma_async"] and "LDSM" in text["tc_mma_async"]
     assert "LDGSTS" not in text["tc_mma_ldmatrix"]
     assert "HMMA" in text["tc_wmma_global"] and "LDS" not in text["tc_wmma_global"]
     assert "HMMA" in text["tc_mma_peak"] and "LDG" not in text["tc_mma_peak"]
-    resources = sass.resources("tensor_cores.cu")
-    assert all(r["spill_stores"] == 0 for r in resources.values()), resources
+    for src in ("tensor_cores.cu", "tensor_cores_wmma.cu"):
+        resources = sass.resources(src)
+        assert resources and all(r["spill_stores"] == 0 for r in resources.values()), resources
 
 
 # --- GPU -------------------------------------------------------------------

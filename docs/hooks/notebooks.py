@@ -75,9 +75,19 @@ for name, text in CUDA_SOURCES.items():
 '''
 
 
+def copy_with_it(script_text: str) -> list[str]:
+    """The .cu files an example's docstring says to copy with it: its
+    "Copy with it: kernels/cuda/a.cu and kernels/cuda/b.cu (beside this
+    file)." sentence, which may run over several lines."""
+    m = re.search(r"Copy with it:(.*?)(?:\(|\.\s)", script_text, re.S)
+    return sorted(set(re.findall(r"kernels/cuda/(\w+\.cuh?)", m.group(1)))) if m else []
+
+
 def cuda_files(script_text: str) -> list[str]:
-    """The .cu files the example compiles (load_cuda / find_cuda_source calls)."""
-    return sorted(set(re.findall(r'(?:load_cuda|find_cuda_source)\("(\w+\.cuh?)"\)', script_text)))
+    """The .cu files the example compiles: those it loads by name
+    (load_cuda / find_cuda_source) and those it says to copy with it."""
+    loaded = re.findall(r'(?:load_cuda|find_cuda_source)\("(\w+\.cuh?)"\)', script_text)
+    return sorted(set(loaded) | set(copy_with_it(script_text)))
 
 
 def to_notebook_json(script: Path, cuda_dir: Path = CUDA) -> str:
