@@ -42,7 +42,8 @@ TC_CONFIGS = [
     (128, 256, 32, 64, 64, 3), (256, 128, 32, 64, 64, 3), (128, 256, 32, 64, 64, 4),
     (128, 128, 32, 32, 64, 4), (64, 128, 32, 32, 32, 4),
 ]
-# step 5: the configuration the sweep (kernels/bench/tc_ladder.py) found fastest at 8192^3 on the H200
+# step 5: a candidate until the ladder is tuned; the sweep (kernels/bench/tc_ladder.py, variants config/...)
+# ranks every TC_CONFIGS entry at 8192^3
 TUNED = (128, 256, 32, 64, 64, 3)
 
 
