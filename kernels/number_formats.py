@@ -17,6 +17,7 @@ architecture whitepaper defines it (FP32's range, 10 mantissa bits); OCP
 
 from __future__ import annotations
 
+# --8<-- [start:float_format]
 import dataclasses
 
 import numpy as np
@@ -76,8 +77,10 @@ FP16 = FloatFormat("FP16", 5, 10)
 E4M3 = FloatFormat("FP8 E4M3", 4, 3, has_inf=False)
 E5M2 = FloatFormat("FP8 E5M2", 5, 2)
 FORMATS = (FP64, FP32, TF32, BF16, FP16, E4M3, E5M2)
+# --8<-- [end:float_format]
 
 
+# --8<-- [start:quantize]
 def quantize(x, fmt: FloatFormat) -> np.ndarray:
     """x (float64) rounded to the nearest value of `fmt`, ties to even, as
     float64. NaN stays NaN; overflow gives +-inf, or +-max for E4M3."""
@@ -91,6 +94,7 @@ def quantize(x, fmt: FloatFormat) -> np.ndarray:
     q = np.where(over, np.inf if fmt.has_inf else fmt.max, q)
     out = np.copysign(q, x)
     return np.where(np.isnan(x), np.nan, out)
+# --8<-- [end:quantize]
 
 
 def fp8_values(fmt: FloatFormat) -> np.ndarray:
@@ -115,6 +119,7 @@ def int8_quantize(x, scale: float) -> np.ndarray:
     return q * scale
 
 
+# --8<-- [start:format_table]
 def format_table() -> list[dict]:
     """One row per format: bits, exponent and mantissa bits, largest finite,
     smallest normal and subnormal values, epsilon, and decimal digits."""
@@ -124,3 +129,4 @@ def format_table() -> list[dict]:
                      "max": f.max, "min_normal": f.min_normal, "min_subnormal": f.min_subnormal, "eps": f.eps,
                      "digits": (f.man_bits + 1) * np.log10(2)})
     return rows
+# --8<-- [end:format_table]
