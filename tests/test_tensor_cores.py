@@ -184,3 +184,25 @@ def test_mma_peak_runs_and_counts_flops():
     assert out.shape == (512,) and bool(cp.isfinite(out).all())
     assert flops == 4 * 4 * 16 * 8 * 2 * 16 * 8 * 16
 
+
+
+def test_the_async_main_loop_is_mostly_integer_work():
+    """The page: "the main loop of steps 4 and 5 pairs every 32 HMMA with over
+    five hundred other instructions, most of them integer address arithmetic"
+    (sm_90 SASS of tc_mma_async, from the barrier before the first HMMA to
+    the branch after the last)."""
+    from kernels import sass
+
+    if not sass.available():
+        pytest.skip("nvcc, cuobjdump or nvdisasm not found")
+    lines = [ln.split("*/", 1)[1].strip() for ln in sass.sass("tensor_cores.cu", "tc_mma_async")]
+    ops = [ln.split()[1] if ln.startswith("@") else ln.split()[0] for ln in lines]
+    hmma = [i for i, op in enumerate(ops) if op.startswith("HMMA")]
+    start = max(i for i in range(hmma[0]) if ops[i].startswith("BAR.SYNC"))
+    end = next(i for i in range(hmma[-1], len(ops)) if ops[i].startswith("BRA"))
+    body = ops[start:end + 1]
+    n_hmma = sum(op.startswith("HMMA") for op in body)
+    integer = sum(op.split(".")[0] in ("IMAD", "LEA", "SHF", "LOP3", "ISETP", "IADD3", "VIADD", "IMNMX", "SEL")
+                  for op in body)
+    assert n_hmma == 32 and len(body) - n_hmma > 500, (n_hmma, len(body))
+    assert integer > (len(body) - n_hmma) / 2, (integer, len(body))

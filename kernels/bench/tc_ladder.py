@@ -150,3 +150,27 @@ def sanitize() -> None:
             assert err < 1e-5, (step, M, N, K, err)
     out, _ = tc.mma_peak(2, 64, 8)
     assert bool(cp.isfinite(out).all())
+
+
+def claims(data: dict) -> None:
+    """docs/tensor-cores*.md, "Measured": what the tables show, against the
+    committed measurements."""
+    rows = results.select(data, TOPIC)
+
+    def rec(variant, n=8192):
+        return next(r for r in rows if r["variant"] == variant and r["shape"][0] == n)
+
+    def ratio(variant, n=8192):
+        return rec(variant, n)["ratio"]
+
+    for n in (4096, 8192):
+        assert ratio("wmma_global", n) < 0.05                                        # a few percent
+        assert 3 * ratio("wmma_global", n) < ratio("wmma_smem", n) < 0.2             # over 3x, below a fifth
+        assert abs(ratio("mma_ldmatrix", n) / ratio("wmma_smem", n) - 1) < 0.1       # within a tenth
+        assert ratio("mma_async", n) > 2 * ratio("mma_ldmatrix", n)                  # more than twice
+    sweep = [r["ratio"] for r in rows if r.get("tuning")]
+    assert len(sweep) == 8 and all(0.2 < x < 0.4 for x in sweep), sweep             # between 0.2 and 0.4
+    assert 0.2 < ratio("mma_tuned") < 0.4
+    peak = next(r for r in rows if r["variant"] == "mma_peak")
+    assert 0.8 < peak["ratio"] < 1.0, peak["ratio"]                                 # over four fifths
+    assert all(r["rel_err"] < 1e-5 for r in rows if r.get("no_rel_err") is None)
