@@ -188,6 +188,14 @@ def _changed_blocks(page: Path, mut: M.Mutant) -> list:
     return [b for a, b in zip(before, after) if a.code != b.code and b.syntax == "python"]
 
 
+def test_a_page_that_shows_cuda_c_runs_it_on_a_gpu():
+    """A planted fault in shown CUDA C can only fail a GPU block: a page that
+    shows CUDA C must have GPU blocks, or its kernels' faults would go unseen."""
+    for page in ZH:
+        if any(lang == "cuda" for _, lang in page_sections(page)):
+            assert any(is_gpu(b) for b in blocks(page)), f"{ids(page)} shows CUDA C but has no GPU block"
+
+
 def test_every_embedded_function_has_mutants():
     assert not UNMUTABLE, "\n".join(UNMUTABLE)
     assert len(MUTANTS) > 100, f"only {len(MUTANTS)} mutants: are the sections found?"
