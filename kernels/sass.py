@@ -63,10 +63,10 @@ def _run(cmd: list[str]) -> str:
 
 
 @functools.cache
-def _cubin(src: str, flags: tuple[str, ...] = ()) -> tuple[bytes, str]:
+def _cubin(src: str, flags: tuple[str, ...] = (), arch: str = ARCH) -> tuple[bytes, str]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "k.cubin"
-        report = _run([tool("nvcc"), f"-arch={ARCH}", "-std=c++17", "-cubin", "-Xptxas", "-v",
+        report = _run([tool("nvcc"), f"-arch={arch}", "-std=c++17", "-cubin", "-Xptxas", "-v",
                        *flags, "-o", str(out), str(CUDA / src)])
         return out.read_bytes(), report
 
@@ -85,9 +85,9 @@ def resources(src: str) -> dict[str, dict[str, int]]:
 LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 
 
-def sass(src: str, kernel: str) -> list[str]:
-    """The kernel's SASS, one instruction per line ("/*0110*/ @!P0 FMUL R3, R0, 0.5")."""
-    cubin, _ = _cubin(src)
+def sass(src: str, kernel: str, arch: str = ARCH) -> list[str]:
+    """The kernel's SASS for `arch`, one instruction per line ("/*0110*/ @!P0 FMUL R3, R0, 0.5")."""
+    cubin, _ = _cubin(src, arch=arch)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "k.cubin"
         path.write_bytes(cubin)
@@ -101,15 +101,18 @@ def sass(src: str, kernel: str) -> list[str]:
     return lines
 
 
+def opcode(line: str) -> str:
+    """The opcode of one SASS line, with its modifiers, without its predicate
+    ("/*0110*/ @!P0 FMUL.FTZ R3, R0, 0.5" -> "FMUL.FTZ")."""
+    ins = line.split("*/", 1)[1].strip()
+    if ins.startswith("@"):
+        ins = ins.split(None, 1)[1]
+    return ins.split()[0]
+
+
 def opcodes(lines: list[str]) -> collections.Counter:
     """Count instructions by opcode (predicate and modifiers dropped: FMUL.FTZ -> FMUL)."""
-    counts = collections.Counter()
-    for ln in lines:
-        ins = ln.split("*/", 1)[1].strip()
-        if ins.startswith("@"):
-            ins = ins.split(None, 1)[1]
-        counts[ins.split()[0].split(".")[0]] += 1
-    return counts
+    return collections.Counter(opcode(ln).split(".")[0] for ln in lines)
 
 
 def listing_text(src: str, kernel: str) -> str:

@@ -13,6 +13,7 @@ mutated copy of one section instead of the file's (tests/test_page_code.py).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import sys
@@ -37,6 +38,17 @@ RUNNABLE_LOOKING = re.compile(r"^(py|python\d?|pycon|ipython|sh|bash|shell|zsh)\
 
 class SnippetError(LookupError):
     pass
+
+
+@functools.cache
+def hook(name: str):
+    """docs/hooks/<name>.py, loaded as MkDocs loads a hook (by path), once."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"{name}_hook", DOCS / "hooks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def pages() -> list[Path]:

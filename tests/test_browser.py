@@ -13,6 +13,7 @@ installs Chromium from the OS packages (.ci/run).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import shutil
@@ -60,16 +61,12 @@ def page_paths():
 def test_the_404_page_renders_and_leads_home(browser, server):
     """A missing address gets the one 404 page, in both languages, and its
     English link leads to the English home page."""
-    ctx, page, errors, outside = visit(browser, server, "404.html")
-    try:
+    with opened(browser, server, "404.html") as (ctx, page):
         assert page.locator("h1").first.inner_text().startswith("404 - 页面不存在")
         assert "404 - Page not found" in page.locator("article").inner_text()
         page.locator('a.home-link[data-lang=en]').click()
         page.wait_for_load_state("load")
         assert page.url == f"{server}/en/" and page.evaluate("() => document.documentElement.lang") == "en"
-        assert not errors and not outside, (errors, outside)
-    finally:
-        ctx.close()
 
 
 def visit(browser, server, path, width=1280):
@@ -91,6 +88,18 @@ def visit(browser, server, path, width=1280):
     page.route("**/*", route)
     page.goto(f"{server}/{path}", wait_until="load")
     return ctx, page, errors, outside
+
+
+@contextlib.contextmanager
+def opened(browser, server, path, width=1280):
+    """visit() for a test that acts on the page: yields (context, page);
+    afterwards no console error and no request outside the site."""
+    ctx, page, errors, outside = visit(browser, server, path, width)
+    try:
+        yield ctx, page
+        assert not errors and not outside, (errors, outside)
+    finally:
+        ctx.close()
 
 
 @pytest.mark.parametrize("path", page_paths())
@@ -136,8 +145,7 @@ def test_search_finds_words_and_lists_this_language_first(browser, server, lang,
     queries with a trailing wildcard, which lunr does not stem), Chinese
     words through jieba's segmentation; the first result is a page of the
     language searched from."""
-    ctx, page, errors, outside = visit(browser, server, lang)
-    try:
+    with opened(browser, server, lang) as (ctx, page):
         page.wait_for_timeout(1000)  # the search worker loads the index
         page.keyboard.press("s")     # Material's shortcut: focus the search box
         page.fill("input.md-search__input", query)
@@ -146,16 +154,12 @@ def test_search_finds_words_and_lists_this_language_first(browser, server, lang,
         hrefs = page.eval_on_selector_all(".md-search-result__item > a", "as => as.map(a => a.pathname)")
         assert hrefs, query
         assert hrefs[0].startswith("/en/") == (lang == "en/"), hrefs[:3]
-        assert not errors and not outside, (errors, outside)
-    finally:
-        ctx.close()
 
 
 def test_tabs_switch_together(browser, server):
     """content.tabs.link: choosing "Numba" in one tab set chooses it in every
     set on the page that has a tab of that name."""
-    ctx, page, errors, outside = visit(browser, server, "divergence/")
-    try:
+    with opened(browser, server, "divergence/") as (ctx, page):
         def chosen():
             return page.eval_on_selector_all(
                 ".tabbed-set", "ss => ss.map(s => { const i = [...s.querySelectorAll(':scope > input')]"
@@ -172,14 +176,10 @@ def test_tabs_switch_together(browser, server):
         assert all(after[k] == "Numba" for k in linked), after
         # a set without a tab of that name keeps its choice
         assert all(after[k] == before[k] for k in range(len(labels)) if k not in linked), (before, after)
-        assert not errors and not outside, (errors, outside)
-    finally:
-        ctx.close()
 
 
 def test_dark_mode_toggles(browser, server):
-    ctx, page, errors, outside = visit(browser, server, "en/matmul/")
-    try:
+    with opened(browser, server, "en/matmul/") as (ctx, page):
         scheme = lambda: page.evaluate("() => document.body.getAttribute('data-md-color-scheme')")  # noqa: E731
         first = scheme()
         page.locator("form[data-md-component=palette] label:visible").first.click()
@@ -188,14 +188,10 @@ def test_dark_mode_toggles(browser, server):
         assert {first, second} == {"default", "slate"}, (first, second)
         bg = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
         assert bg != "rgb(255, 255, 255)" if second == "slate" else bg == "rgb(255, 255, 255)", bg
-        assert not errors and not outside, (errors, outside)
-    finally:
-        ctx.close()
 
 
 def test_copy_button_copies_the_code(browser, server):
-    ctx, page, errors, outside = visit(browser, server, "programming-model/")
-    try:
+    with opened(browser, server, "programming-model/") as (ctx, page):
         ctx.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
         page.wait_for_selector("button[data-md-type=copy]", state="attached")
         button = page.locator("button[data-md-type=copy]:visible").first
@@ -205,21 +201,14 @@ def test_copy_button_copies_the_code(browser, server):
         page.wait_for_timeout(200)
         copied = page.evaluate("() => navigator.clipboard.readText()")
         assert copied.strip() == code.strip() and len(copied) > 20
-        assert not errors and not outside, (errors, outside)
-    finally:
-        ctx.close()
 
 
 @pytest.mark.parametrize("start, other", [("matmul/", "en/matmul/"), ("en/occupancy/", "occupancy/"),
                                           ("", "en/"), ("appendix/glossary/", "en/appendix/glossary/")])
 def test_language_switch_lands_on_the_same_page(browser, server, start, other):
-    ctx, page, errors, outside = visit(browser, server, start)
-    try:
+    with opened(browser, server, start) as (ctx, page):
         lang = "en" if other.startswith("en/") else "zh"
         link = page.locator(f"a.md-select__link[hreflang={lang}]").first
         page.goto(link.evaluate("a => a.href"), wait_until="load")
         assert page.url == f"{server}/{other}", page.url
         assert page.evaluate("() => document.documentElement.lang") == lang
-        assert not errors and not outside, (errors, outside)
-    finally:
-        ctx.close()

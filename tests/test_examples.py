@@ -76,12 +76,9 @@ FAULTS = {
 def cu_files(example: Path) -> list[str]:
     """The .cu files an example says to copy with it (its "Copy with it:"
     sentence; docs/hooks/notebooks.py reads it the same way)."""
-    import importlib.util
+    from tests import pages
 
-    spec = importlib.util.spec_from_file_location("notebooks_hook", ROOT / "docs/hooks/notebooks.py")
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
-    return hook.copy_with_it(example.read_text())
+    return pages.hook("notebooks").copy_with_it(example.read_text())
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
@@ -100,17 +97,22 @@ def copy_alone(example: Path, dst: Path) -> Path:
     return dst / example.name
 
 
-def run_alone(script: Path, *args) -> subprocess.CompletedProcess:
+def alone_env() -> dict:
+    """The environment of a run outside the repository: Numba's simulator
+    without a GPU; the site dir of a PYTHONPATH-installed numpy (the GPU
+    machine's wheels) kept, but never the repository."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     if "NUMBA_ENABLE_CUDASIM" not in env and not _gpu():
         env["NUMBA_ENABLE_CUDASIM"] = "1"
-    # carry the site dir of a PYTHONPATH-installed numpy (the GPU machine's
-    # wheels), but never the repository
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
              if p and Path(p).resolve() != ROOT]
     if extra:
         env["PYTHONPATH"] = os.pathsep.join(extra)
-    return subprocess.run([sys.executable, script.name, *args], cwd=script.parent, env=env,
+    return env
+
+
+def run_alone(script: Path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, script.name, *args], cwd=script.parent, env=alone_env(),
                           capture_output=True, text=True, timeout=900)
 
 

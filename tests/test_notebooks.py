@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -23,36 +22,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_examples import FAULTS, POISON, SMALL
+from tests import pages
+from tests.test_examples import POISON, SMALL, _gpu, alone_env, fault_params
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _hook():
-    spec = importlib.util.spec_from_file_location("notebooks_hook", ROOT / "docs/hooks/notebooks.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-NB = _hook()
+NB = pages.hook("notebooks")
 EXAMPLES = NB.examples()
-
-
-def _gpu() -> bool:
-    from kernels.device import has_gpu
-
-    return has_gpu()
-
-
-def _env() -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    if "NUMBA_ENABLE_CUDASIM" not in env and not _gpu():
-        env["NUMBA_ENABLE_CUDASIM"] = "1"
-    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != ROOT]
-    if extra:  # the GPU machine's wheels (numpy 2.4.6), never the repository
-        env["PYTHONPATH"] = os.pathsep.join(extra)
-    return env
 
 
 def runner() -> str:
@@ -76,7 +53,7 @@ def execute(notebook_text: str, folder: Path) -> subprocess.CompletedProcess:
         cells = json.loads(notebook_text)["cells"]
         code = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
     (folder / "run.py").write_text(code)
-    return subprocess.run([sys.executable, "run.py"], cwd=folder, env=_env(), capture_output=True, text=True,
+    return subprocess.run([sys.executable, "run.py"], cwd=folder, env=alone_env(), capture_output=True, text=True,
                           timeout=1800)
 
 
@@ -124,15 +101,6 @@ def test_notebook_runs_at_the_test_size(example, tmp_path):
     """The control for the planted faults below: unchanged, at the same size, it runs."""
     proc = execute(at_test_size((ROOT / "docs/notebooks" / f"{example.stem}.ipynb").read_text()), tmp_path)
     assert proc.returncode == 0, f"{example.stem}.ipynb failed ({runner()}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-
-
-def fault_params():
-    out = []
-    for ex, faults in FAULTS.items():
-        for k, (file, old, new, impl) in enumerate(faults):
-            marks = [pytest.mark.gpu] if impl == "cupy" else []
-            out.append(pytest.param(ex, file, old, new, impl, marks=marks, id=f"{Path(ex).stem}-{impl}-{k}"))
-    return out
 
 
 @pytest.mark.parametrize("example, file, old, new, impl", fault_params())

@@ -80,11 +80,9 @@ def test_chinese_plots_have_no_english_left(plots):
 
 
 def test_the_chinese_page_shows_the_chinese_plot():
-    import importlib.util
+    from tests import pages
 
-    spec = importlib.util.spec_from_file_location("results_hook", results.ROOT / "docs/hooks/results.py")
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
+    hook = pages.hook("results")
     zh = hook.render("<!-- results-plot topic=vector_add alt=x -->", "programming-model.md", "zh", "nvidia-h200")
     en = hook.render("<!-- results-plot topic=vector_add alt=x -->", "programming-model.md", "en", "nvidia-h200")
     assert "vector_add-nvidia-h200-zh.svg" in zh and "vector_add-nvidia-h200.svg" in en and "-zh" not in en

@@ -119,12 +119,9 @@ def test_committed_results_files_are_valid():
 @pytest.fixture(scope="module")
 def hook():
     """docs/hooks/results.py, loaded as MkDocs loads it (by path)."""
-    import importlib.util
+    from tests import pages
 
-    spec = importlib.util.spec_from_file_location("results_hook", results.ROOT / "docs/hooks/results.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return pages.hook("results")
 
 
 def test_hook_renders_directives_and_missing_topics(hook):

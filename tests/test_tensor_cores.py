@@ -11,7 +11,6 @@ is about are there.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from kernels import tensor_cores as tc
@@ -195,8 +194,7 @@ def test_the_async_main_loop_is_mostly_integer_work():
 
     if not sass.available():
         pytest.skip("nvcc, cuobjdump or nvdisasm not found")
-    lines = [ln.split("*/", 1)[1].strip() for ln in sass.sass("tensor_cores.cu", "tc_mma_async")]
-    ops = [ln.split()[1] if ln.startswith("@") else ln.split()[0] for ln in lines]
+    ops = [sass.opcode(ln) for ln in sass.sass("tensor_cores.cu", "tc_mma_async")]
     hmma = [i for i, op in enumerate(ops) if op.startswith("HMMA")]
     start = max(i for i in range(hmma[0]) if ops[i].startswith("BAR.SYNC"))
     end = next(i for i in range(hmma[-1], len(ops)) if ops[i].startswith("BRA"))
@@ -208,38 +206,26 @@ def test_the_async_main_loop_is_mostly_integer_work():
     assert integer > (len(body) - n_hmma) / 2, (integer, len(body))
 
 
-def int_mma_sass(arch: str) -> dict[str, str]:
-    """The SASS of kernels/cuda/tc_int_probe.cu's kernels for one architecture."""
-    import re
-    import subprocess
-    import tempfile
-    from pathlib import Path
-
+def int_mma_sass(arch: str) -> dict[str, list[str]]:
+    """The SASS of kernels/cuda/tc_int_probe.cu's two kernels for one architecture."""
     from kernels import sass
 
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = Path(tmp) / "p.cubin"
-        subprocess.run([sass.tool("nvcc"), f"-arch={arch}", "-cubin", "-o", str(cubin),
-                        str(tc.CUDA_DIR / "tc_int_probe.cu")], check=True, capture_output=True, text=True)
-        text = sass._run([sass.tool("cuobjdump"), "-sass", str(cubin)])
-    return {f.split()[0]: f for f in re.split(r"Function : ", text)[1:]}
+    return {k: sass.sass("tc_int_probe.cu", k, arch=arch) for k in ("mma_s8", "mma_s4")}
 
 
 def test_hopper_has_no_int4_tensor_instruction():
     """The page: for sm_80, sm_86 and sm_89 the INT4 mma.sync is one IMMA
     with S4 operands; for sm_90 there is no S4 instruction, the INT4 product
     is done with INT8 IMMA."""
-    import re
-
     from kernels import sass
 
     if not sass.available():
         pytest.skip("nvcc, cuobjdump or nvdisasm not found")
     for arch in ("sm_80", "sm_86", "sm_89"):
-        k = int_mma_sass(arch)
+        k = {name: [sass.opcode(ln) for ln in lines] for name, lines in int_mma_sass(arch).items()}
         assert "IMMA.16864.S4.S4" in k["mma_s4"] and "IMMA.16832.S8.S8" in k["mma_s8"], arch
-    k = int_mma_sass("sm_90")
+    k = {name: [sass.opcode(ln) for ln in lines] for name, lines in int_mma_sass("sm_90").items()}
     assert "IMMA.16832.S8.S8" in k["mma_s8"]
-    assert ".S4" not in k["mma_s4"] and "IMMA.16832.S8.S8" in k["mma_s4"], k["mma_s4"]
-    count = {name: len(re.findall(r"/\*[0-9a-f]{4,}\*/\s+[A-Z]", text)) for name, text in k.items()}
+    assert not any(".S4" in op for op in k["mma_s4"]) and "IMMA.16832.S8.S8" in k["mma_s4"], k["mma_s4"]
+    count = {name: len(ops) for name, ops in k.items()}
     assert count["mma_s8"] <= 60 and count["mma_s4"] >= 200, count  # "from 40 SASS instructions to over 200"
