@@ -72,6 +72,24 @@ def require_same_shape(name: str, x, like_name: str, like) -> None:
         )
 
 
+def require_gemm_shapes(A, B, C=None, *, max_elements: int = 2**31 - 1) -> tuple[int, int, int]:
+    """A (M x K) @ B (K x N) = C (M x N, or None): the inner dimensions agree,
+    C has the product's shape, no dimension is 0, and no matrix has more
+    than `max_elements` (kernels that index with int). Returns (M, N, K)."""
+    (M, K), (K2, N) = A.shape, B.shape
+    if K2 != K:
+        raise ValueError(f"inner dimensions differ: A is {M}x{K} but B is {K2}x{N} (B must have {K} rows)")
+    if C is not None and tuple(C.shape) != (M, N):
+        raise ValueError(f"C must have shape ({M}, {N}) for A {tuple(A.shape)} @ B {tuple(B.shape)}, "
+                         f"got {tuple(C.shape)}")
+    if min(M, N, K) < 1:
+        raise ValueError(f"every dimension must be >= 1, got M={M}, N={N}, K={K}")
+    if max(M * K, K * N, M * N) > max_elements:
+        raise ValueError(f"a matrix has 2^31 elements or more (M={M}, N={N}, K={K}): "
+                         "the kernels index with 32-bit int")
+    return M, N, K
+
+
 def require_int(name: str, value, low: int, high: int | None = None) -> int:
     """An int (not a bool) in [low, high]; high None: no upper bound."""
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool):

@@ -51,17 +51,7 @@ def check_operands(A, B, C, *, lib: str) -> tuple[int, int, int]:
         checks.require_dtype(name, x, np.float32)
         checks.require_ndim(name, x, 2)
         checks.require_contiguous(name, x)
-    (M, K), (K2, N) = A.shape, B.shape
-    if K2 != K:
-        raise ValueError(f"inner dimensions differ: A is {M}x{K} but B is {K2}x{N} (B must have {K} rows)")
-    if C is not None and tuple(C.shape) != (M, N):
-        raise ValueError(f"C must have shape ({M}, {N}) for A {tuple(A.shape)} @ B {tuple(B.shape)}, "
-                         f"got {tuple(C.shape)}")
-    if min(M, N, K) < 1:
-        raise ValueError(f"every dimension must be >= 1, got M={M}, N={N}, K={K}")
-    if max(M * K, K * N, M * N) > MAX_ELEMENTS:
-        raise ValueError(f"a matrix has 2^31 elements or more (M={M}, N={N}, K={K}): "
-                         "the kernels index with 32-bit int")
+    M, N, K = checks.require_gemm_shapes(A, B, C, max_elements=MAX_ELEMENTS)
     if C is not None:
         checks.require_no_overlap("C", C, A=A, B=B)
     return M, N, K

@@ -104,16 +104,7 @@ def check_operands(A, B, C, *, step: str) -> tuple[int, int, int]:
         if x.data.ptr % align:
             raise ValueError(f"{name} must start on a {align}-byte boundary for step {step!r} "
                              f"(its address is {x.data.ptr:#x}): pass a fresh array, not an offset view")
-    (M, K), (K2, N) = A.shape, B.shape
-    if K2 != K:
-        raise ValueError(f"inner dimensions differ: A is {M}x{K} but B is {K2}x{N} (B must have {K} rows)")
-    if C is not None and tuple(C.shape) != (M, N):
-        raise ValueError(f"C must have shape ({M}, {N}) for A {tuple(A.shape)} @ B {tuple(B.shape)}, "
-                         f"got {tuple(C.shape)}")
-    if min(M, N, K) < 1:
-        raise ValueError(f"every dimension must be >= 1, got M={M}, N={N}, K={K}")
-    if max(M * K, K * N, M * N) > MAX_ELEMENTS:
-        raise ValueError(f"a matrix has 2^31 elements or more (M={M}, N={N}, K={K}): the kernels index with int")
+    M, N, K = checks.require_gemm_shapes(A, B, C, max_elements=MAX_ELEMENTS)
     if step in WMMA_STEPS and (M % 16 or N % 16 or K % 16):
         raise ValueError(f"step {step!r} needs M, N and K to be multiples of 16 (a WMMA fragment is 16 x 16 x 16), "
                          f"got M={M}, N={N}, K={K}")
@@ -173,6 +164,13 @@ def _step_kernel(step: str):
 ASYNC = (128, 128, 32, 64, 32, 4)  # tc_mma_async's fixed configuration (step 4)
 
 
+def step_kernel(step: str, config=None):
+    """The compiled kernel of a step, or of `config` with step="config"."""
+    if step in ("config", "mma_tuned"):
+        return config_kernel(config if step == "config" else TUNED)
+    return _step_kernel(step)
+
+
 def launch_shape(step: str, M: int, N: int, cfg=None) -> tuple[tuple, tuple, int]:
     """(grid, block, dynamic shared memory) of a step."""
     if step == "wmma_global":
@@ -198,10 +196,7 @@ def tc_matmul(A, B, C=None, *, step: str = "mma_tuned", config=None):
     if C is None:
         C = cp.empty((M, N), dtype=cp.float32)
     grid, block, smem = launch_shape(step, M, N, config)
-    if step == "config" or step == "mma_tuned":
-        kern = config_kernel(config if step == "config" else TUNED)
-    else:
-        kern = _step_kernel(step)
+    kern = step_kernel(step, config)
     kern(grid, block, (A, B, C, np.int32(M), np.int32(N), np.int32(K)), shared_mem=smem)
     return C
 

@@ -28,14 +28,6 @@ LABELS = {
 SIZES = (4096, 8192)
 
 
-def _kernel(step: str, cfg=None):
-    from .. import tensor_cores as tc
-
-    if step in ("mma_tuned", "config"):
-        return tc.config_kernel(tc.TUNED if step == "mma_tuned" else cfg)
-    return tc._step_kernel(step)
-
-
 def measure(quick: bool = False) -> list[dict]:
     import cupy as cp
 
@@ -76,12 +68,12 @@ def measure(quick: bool = False) -> list[dict]:
         for step_no, step in enumerate(tc.STEPS, start=1):
             threads = tc.launch_shape(step, n, n)[1][0]
             run("cupy", step, lambda A, B, C, s=step: tc.tc_matmul(A, B, C, step=s),
-                dict(step=step_no, **kernel_attributes(_kernel(step), threads)))
+                dict(step=step_no, **kernel_attributes(tc.step_kernel(step), threads)))
         if n == max(sizes):
             for cfg in tc.TC_CONFIGS:
                 run("cupy", f"config/{tc.config_name(cfg)}",
                     lambda A, B, C, c=cfg: tc.tc_matmul(A, B, C, step="config", config=c),
-                    dict(tuning=True, config=list(cfg), **kernel_attributes(_kernel("config", cfg),
+                    dict(tuning=True, config=list(cfg), **kernel_attributes(tc.step_kernel("config", cfg),
                                                                               tc.config_threads(cfg))),
                     energy=False)
         for r in records:
