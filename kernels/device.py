@@ -17,6 +17,20 @@ CUDA_DIR = Path(__file__).with_name("cuda")
 
 
 @functools.cache
+def device_info(device_id: int) -> dict:
+    """A CuPy device's name, compute capability (major, minor) and the threads
+    one SM holds, asked once per process: wrappers that refuse a GPU are
+    timed, and a driver query per call would be measured."""
+    import cupy as cp
+
+    name = cp.cuda.runtime.getDeviceProperties(device_id)["name"].decode()
+    dev = cp.cuda.Device(device_id)
+    cc = dev.compute_capability
+    return {"name": name, "cc": (int(cc[:-1]), int(cc[-1])),
+            "threads_per_sm": int(dev.attributes["MaxThreadsPerMultiProcessor"])}
+
+
+@functools.cache
 def has_gpu() -> bool:
     """True when the CUDA driver loads and reports at least one device.
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 
 from pathlib import Path
 
 import numpy as np
 
 from . import checks
-from .device import cupy_module, kernel_attributes
+from .device import cupy_module, device_info, kernel_attributes
 
 CUDA_SOURCE = Path(__file__).with_name("cuda") / "ilp.cu"
 CHAINS = (1, 2, 4, 8, 16, 32)
@@ -43,16 +42,6 @@ def require_threads_per_sm(kernel: str, gpu: str, threads_per_sm: int) -> None:
                            f"{gpu} holds {threads_per_sm}")
 
 
-@functools.cache
-def _sm_threads(device_id: int) -> tuple[str, int]:
-    """(name, threads one SM holds) of a device, asked once: the launch
-    wrappers are timed, and a driver query per call would be measured."""
-    import cupy as cp
-
-    name = cp.cuda.runtime.getDeviceProperties(device_id)["name"].decode()
-    return name, int(cp.cuda.Device(device_id).attributes["MaxThreadsPerMultiProcessor"])
-
-
 def fma_chains_cupy(x, out=None, *, kernel: str = "ilp_chains_4", iters: int = 1024,
                     blocks: int | None = None, threads: int = 32):
     """Run one FMA kernel: one thread per element of x; iters FMAs per thread."""
@@ -72,7 +61,8 @@ def fma_chains_cupy(x, out=None, *, kernel: str = "ilp_chains_4", iters: int = 1
         checks.require_vector_like("out", out, "x", x, np.float32, lib="cupy")
         checks.require_no_overlap("out", out, x=x)
     if kernel == "ilp_chains_32_capped":
-        require_threads_per_sm(kernel, *_sm_threads(cp.cuda.Device().id))
+        info = device_info(cp.cuda.Device().id)
+        require_threads_per_sm(kernel, info["name"], info["threads_per_sm"])
     cupy_kernel(kernel)((x.size // threads,), (threads,), (x, out, np.int32(iters)))
     return out
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from . import checks
-from .device import CUDA_DIR, cupy_module
+from .device import CUDA_DIR, cupy_module, device_info
 
 CUDA_SOURCE = CUDA_DIR / "tensor_cores.cu"  # steps 3-5 and the mma.sync ceiling
 WMMA_SOURCE = CUDA_DIR / "tensor_cores_wmma.cu"  # steps 1-2
@@ -74,17 +74,6 @@ def require_compute_capability(gpu: str, cc: tuple[int, int], need: tuple[int, i
     if tuple(cc) < tuple(need):
         raise RuntimeError(f"the Tensor Core steps need compute capability {need[0]}.{need[1]} or newer "
                            f"(mma.sync.m16n8k16, ldmatrix, cp.async); {gpu} is {cc[0]}.{cc[1]}")
-
-
-@functools.cache
-def _device(device_id: int) -> tuple[str, tuple[int, int]]:
-    """(name, compute capability) of a device, asked once per process (the
-    launchers are timed)."""
-    import cupy as cp
-
-    name = cp.cuda.runtime.getDeviceProperties(device_id)["name"].decode()
-    cc = cp.cuda.Device(device_id).compute_capability
-    return name, (int(cc[:-1]), int(cc[-1]))
 
 
 def check_operands(A, B, C, *, step: str) -> tuple[int, int, int]:
@@ -192,7 +181,8 @@ def tc_matmul(A, B, C=None, *, step: str = "mma_tuned", config=None):
         config = check_config(config)
     M, N, K = check_operands(A, B, C, step=step)
     dev = A.device.id
-    require_compute_capability(*_device(dev))
+    info = device_info(dev)
+    require_compute_capability(info["name"], info["cc"])
     if C is None:
         C = cp.empty((M, N), dtype=cp.float32)
     grid, block, smem = launch_shape(step, M, N, config)
@@ -205,7 +195,8 @@ def mma_peak(blocks: int, threads: int = 128, iters: int = 4096):
     """Run the register-only mma.sync kernel: returns (out, FLOPs done)."""
     import cupy as cp
 
-    require_compute_capability(*_device(cp.cuda.Device().id))
+    info = device_info(cp.cuda.Device().id)
+    require_compute_capability(info["name"], info["cc"])
     out = cp.empty(blocks * threads, dtype=cp.float32)
     _step_kernel("mma_peak")((blocks,), (threads,), (out, np.int32(iters)))
     warps = blocks * threads // 32
