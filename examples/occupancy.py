@@ -261,20 +261,23 @@ def device_limits() -> Limits:
 
 
 # --8<-- [start:kernel_attributes]
-def kernel_attributes(kern, threads: int | None = None) -> dict:
+def kernel_attributes(kern, threads: int | None = None, dynamic_smem: int = 0) -> dict:
     """What a compiled CuPy kernel uses and allows (cuFuncGetAttribute):
     registers, static shared and local memory (spills) per thread, its
     largest block (__launch_bounds__) and dynamic shared memory; with
-    `threads`, also the driver's blocks per SM and occupancy (active warps /
-    max warps)."""
+    `threads` (and the bytes of dynamic shared memory each block is
+    launched with), also the driver's blocks per SM and occupancy (active
+    warps / max warps)."""
     attrs = {"regs": int(kern.num_regs), "smem_bytes": int(kern.shared_size_bytes),
              "local_bytes": int(kern.local_size_bytes),
              "max_threads_per_block": int(kern.max_threads_per_block),
              "max_dynamic_smem": int(kern.max_dynamic_shared_size_bytes)}
+    if dynamic_smem:
+        attrs["dynamic_smem_bytes"] = int(dynamic_smem)
     if threads is not None:
         import cupy as cp
 
-        blocks = driver_blocks_per_sm(kern, threads)
+        blocks = driver_blocks_per_sm(kern, threads, dynamic_smem)
         max_warps = cp.cuda.Device().attributes["MaxThreadsPerMultiProcessor"] // 32
         attrs.update(blocks_per_sm=blocks, occupancy=blocks * -(-threads // 32) / max_warps)
     return attrs

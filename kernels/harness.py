@@ -155,6 +155,43 @@ def measure_energy(fn: Callable, arg_sets: Sequence[tuple] = ((),), *,
     }
 
 
+class ClockSampler:
+    """NVML's SM clock (MHz) and board power (W) read every `period` seconds
+    on a thread while the `with` block runs: what the card ran at, beside
+    the energy counter's average. .summary() -> medians and extremes."""
+
+    def __init__(self, period: float = 0.02):
+        import threading
+
+        self.period, self.clocks, self.powers = period, [], []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        pynvml, handle = _nvml_handle()
+        while not self._stop.is_set():
+            self.clocks.append(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
+            self.powers.append(pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)
+            self._stop.wait(self.period)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def summary(self) -> dict:
+        import statistics
+
+        if not self.clocks:
+            return {}
+        return {"sm_clock_mhz": statistics.median(self.clocks), "sm_clock_min_mhz": min(self.clocks),
+                "power_w_median": statistics.median(self.powers), "power_w_max": max(self.powers),
+                "clock_samples": len(self.clocks)}
+
+
 def energy_fields(e: dict, *, nbytes: int | None = None, gflop: float | None = None) -> dict:
     """A record's energy fields from measure_energy's result: J per call,
     average power, seconds measured, and pJ per byte moved (nbytes per call)

@@ -217,6 +217,8 @@ NO_REL_ERR = {
                      "chain instead (the bench raises if it differs)",
     "throughput_only": "an instruction-throughput probe on register operands computes no product to compare; "
                        "the bench checks that what it wrote is finite",
+    "nonfinite": "the format overflowed: the output holds inf or NaN, so the record gives the fraction of "
+                 "non-finite entries (`nonfinite`) instead of an error",
 }
 
 

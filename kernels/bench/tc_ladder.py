@@ -66,15 +66,16 @@ def measure(quick: bool = False) -> list[dict]:
 
         cublas = run("cublas", "gemmex_f16_f32", tc.cublas_gemm)
         for step_no, step in enumerate(tc.STEPS, start=1):
-            threads = tc.launch_shape(step, n, n)[1][0]
+            _, (threads,), smem = tc.launch_shape(step, n, n)
             run("cupy", step, lambda A, B, C, s=step: tc.tc_matmul(A, B, C, step=s),
-                dict(step=step_no, **kernel_attributes(tc.step_kernel(step), threads)))
+                dict(step=step_no, **kernel_attributes(tc.step_kernel(step), threads, smem)))
         if n == max(sizes):
             for cfg in tc.TC_CONFIGS:
                 run("cupy", f"config/{tc.config_name(cfg)}",
                     lambda A, B, C, c=cfg: tc.tc_matmul(A, B, C, step="config", config=c),
                     dict(tuning=True, config=list(cfg), **kernel_attributes(tc.step_kernel("config", cfg),
-                                                                              tc.config_threads(cfg))),
+                                                                              tc.config_threads(cfg),
+                                                                              tc.config_smem(cfg))),
                     energy=False)
         for r in records:
             if r["shape"] == shape:

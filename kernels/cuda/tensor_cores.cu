@@ -37,6 +37,16 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* 
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
 }
 
+// The same, from a shared-memory address already converted (smem_addr).
+__device__ __forceinline__ void ldmatrix_x4_at(unsigned (&r)[4], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans_at(unsigned (&r)[4], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
 // D = A (16 x 16, f16) * B (16 x 8, f16) + D (16 x 8, f32), one warp.
 __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
@@ -49,6 +59,9 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
 // them read (16 or 0: a chunk past the edge of A or B is filled with zeros).
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src, int bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_16_at(unsigned dst, const void* src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -157,49 +170,115 @@ extern "C" __global__ void __launch_bounds__(S3_THREADS) tc_mma_ldmatrix(
 // in flight: while the warps multiply slice k, slices k + 1 ... k + STAGES - 1
 // are on their way. Shared memory is dynamic: STAGES x (BM x BK + BK x BN)
 // halves, over 48 KB for the larger configurations (the launcher opts in).
+// Every address a thread needs is worked out once, before the loop: in the
+// loop only the slice's offset changes, so the issue slots go to the copies,
+// ldmatrix and mma.sync rather than to integer arithmetic.
 template <int BM, int BN, int BK, int WM, int WN, int STAGES>
 __device__ __forceinline__ void tc_mma_async_body(const __half* __restrict__ A, const __half* __restrict__ B,
                                                   float* __restrict__ C, int M, int N, int K) {
     constexpr int THREADS = (BM / WM) * (BN / WN) * 32;
     constexpr int A_CHUNKS = BK / 8, B_CHUNKS = BN / 8, A_TILE = BM * BK, B_TILE = BK * BN;
+    constexpr int A_LOADS = BM * A_CHUNKS / THREADS, B_LOADS = BK * B_CHUNKS / THREADS;
+    static_assert(A_LOADS * THREADS == BM * A_CHUNKS && B_LOADS * THREADS == BK * B_CHUNKS, "whole chunks per thread");
+    constexpr int MI = WM / 16, NJ = WN / 16, KS = BK / 16;
     extern __shared__ __align__(128) unsigned char smem_raw[];
     __half* As = reinterpret_cast<__half*>(smem_raw);
     __half* Bs = As + STAGES * A_TILE;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int warp_m = (warp / (BN / WN)) * WM, warp_n = (warp % (BN / WN)) * WN;
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     const int tiles = (K + BK - 1) / BK;
 
+    // the copies: this thread's chunks, their shared offsets and global sources at slice 0
+    int a_smem[A_LOADS], b_smem[B_LOADS], a_col[A_LOADS], b_row[B_LOADS];
+    const __half* a_src[A_LOADS];
+    const __half* b_src[B_LOADS];
+    bool a_row_in[A_LOADS], b_col_in[B_LOADS];
+#pragma unroll
+    for (int i = 0; i < A_LOADS; ++i) {
+        int c = tid + i * THREADS, r = c / A_CHUNKS, ch = c % A_CHUNKS;
+        a_smem[i] = swizzle<A_CHUNKS>(r, ch) * 8;
+        a_col[i] = ch * 8;
+        a_row_in[i] = m0 + r < M;
+        a_src[i] = A + (size_t)(a_row_in[i] ? m0 + r : 0) * K + ch * 8;
+    }
+#pragma unroll
+    for (int i = 0; i < B_LOADS; ++i) {
+        int c = tid + i * THREADS, r = c / B_CHUNKS, ch = c % B_CHUNKS;
+        b_smem[i] = swizzle<B_CHUNKS>(r, ch) * 8;
+        b_row[i] = r;
+        b_col_in[i] = n0 + ch * 8 < N;
+        b_src[i] = B + (size_t)r * N + (b_col_in[i] ? n0 + ch * 8 : 0);
+    }
+    const unsigned as_addr = smem_addr(As), bs_addr = smem_addr(Bs);  // shared addresses of stage 0
     auto load_tile = [&](int stage, int t) {  // slice t of K into buffer `stage`
         const int k0 = t * BK;
-        __half* as = As + stage * A_TILE;
-        __half* bs = Bs + stage * B_TILE;
-        for (int c = threadIdx.x; c < BM * A_CHUNKS; c += THREADS) {
-            int r = c / A_CHUNKS, ch = c % A_CHUNKS;
-            bool in = m0 + r < M && k0 + ch * 8 < K;
-            cp_async_16(as + swizzle<A_CHUNKS>(r, ch) * 8, in ? A + (size_t)(m0 + r) * K + k0 + ch * 8 : A, in ? 16 : 0);
+        const unsigned as = as_addr + stage * A_TILE * 2, bs = bs_addr + stage * B_TILE * 2;
+#pragma unroll
+        for (int i = 0; i < A_LOADS; ++i) {
+            bool in = a_row_in[i] && k0 + a_col[i] < K;
+            cp_async_16_at(as + a_smem[i] * 2, in ? a_src[i] + k0 : A, in ? 16 : 0);
         }
-        for (int c = threadIdx.x; c < BK * B_CHUNKS; c += THREADS) {
-            int r = c / B_CHUNKS, ch = c % B_CHUNKS;
-            bool in = k0 + r < K && n0 + ch * 8 < N;
-            cp_async_16(bs + swizzle<B_CHUNKS>(r, ch) * 8, in ? B + (size_t)(k0 + r) * N + n0 + ch * 8 : B, in ? 16 : 0);
+#pragma unroll
+        for (int i = 0; i < B_LOADS; ++i) {
+            bool in = b_col_in[i] && k0 + b_row[i] < K;
+            cp_async_16_at(bs + b_smem[i] * 2, in ? b_src[i] + (size_t)k0 * N : B, in ? 16 : 0);
         }
     };
 
-    float acc[WM / 16][WN / 8][4] = {};
+    // the ldmatrix sources inside one stage, per fragment and 16-wide step of K
+    int a_frag[KS][MI], b_frag[KS][NJ];
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+            a_frag[ks][i] = swizzle<A_CHUNKS>(warp_m + i * 16 + lane % 16, ks * 2 + lane / 16) * 8;
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+            b_frag[ks][j] = swizzle<B_CHUNKS>(ks * 16 + lane % 16, (warp_n + j * 16) / 8 + lane / 16) * 8;
+    }
+
+    float acc[MI][WN / 8][4] = {};
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {  // fill the pipeline (empty groups past the end keep the count)
         if (s < tiles) load_tile(s, s);
         cp_async_commit();
     }
+    // Fragments in two register buffers: those of step ks + 1 load while
+    // step ks multiplies, and the first of slice t + 1 while the last of
+    // slice t multiplies, so the barrier between slices overlaps mma work.
+    unsigned fa[2][MI][4], fb[2][NJ][4];
+    auto load_frags = [&](int buf, unsigned as, unsigned bs, int ks) {
+#pragma unroll
+        for (int i = 0; i < MI; ++i) ldmatrix_x4_at(fa[buf][i], as + a_frag[ks][i] * 2);
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) ldmatrix_x4_trans_at(fb[buf][j], bs + b_frag[ks][j] * 2);
+    };
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    load_frags(0, as_addr, bs_addr, 0);
     for (int t = 0; t < tiles; ++t) {
-        cp_async_wait<STAGES - 2>();  // slice t has landed (this thread's part) ...
-        __syncthreads();              // ... and everyone's; and slice t - 1's buffer is free
-        int next = t + STAGES - 1;
-        if (next < tiles) load_tile(next % STAGES, next);
-        cp_async_commit();
-        warp_tile_mma<BM, BN, BK, WM, WN>(As + (t % STAGES) * A_TILE, Bs + (t % STAGES) * B_TILE, acc,
-                                          warp_m, warp_n, lane);
+        const int cur = t % STAGES, nxt = (t + 1) % STAGES;
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+            if (ks == 0) {  // slice t + STAGES - 1 into the buffer slice t - 1 left (every warp is past it)
+                int next = t + STAGES - 1;
+                if (next < tiles) load_tile(next % STAGES, next);
+                cp_async_commit();
+            }
+            if (ks == KS - 1) {  // slice t + 1 has landed, for every thread
+                cp_async_wait<STAGES - 2>();
+                __syncthreads();
+                load_frags((ks + 1) % 2, as_addr + nxt * A_TILE * 2, bs_addr + nxt * B_TILE * 2, 0);
+            } else {
+                load_frags((ks + 1) % 2, as_addr + cur * A_TILE * 2, bs_addr + cur * B_TILE * 2, ks + 1);
+            }
+#pragma unroll
+            for (int i = 0; i < MI; ++i)
+#pragma unroll
+                for (int j = 0; j < WN / 8; ++j)
+                    mma_16816(acc[i][j], fa[ks % 2][i], fb[ks % 2][j / 2][(j % 2) * 2], fb[ks % 2][j / 2][(j % 2) * 2 + 1]);
+        }
     }
     cp_async_wait<0>();
     store_acc<WM, WN>(C, acc, m0 + warp_m, n0 + warp_n, M, N, lane);
@@ -252,3 +331,4 @@ extern "C" __global__ void tc_mma_peak(float* __restrict__ out, int iters) {
     out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 // --8<-- [end:mma_peak]
+
