@@ -5,7 +5,8 @@
    2^U(-12, 12) ("wide": 24 octaves of magnitude), stored in each format
    and multiplied by cuBLAS; rel_err = ||C - A @ B|| / ||A @ B|| against the
    float64 product of the original float64 A and B, so it counts the
-   rounding of the inputs and of the sums together. Records `error/<format>/<dist>`.
+   rounding of the inputs and of the sums together. Records `error/<format>/<dist>`,
+   with the GEMM's time and its speed over fp32's (ratio; for FP8, FP16's).
    A format that overflows (inf or NaN in C) records the fraction of
    non-finite entries instead (no_rel_err "nonfinite").
 2. One layer, calibrated ("mixed precision in practice"): Y = X @ W with X
@@ -84,7 +85,8 @@ def measure(quick: bool = False) -> list[dict]:
                 t = harness.time_gpu(lambda: gf.matmul(q, C), warmup=1, samples=5, max_seconds=0.3)
                 R = gf.dequantize(q, C)
                 bad = int((~cp.isfinite(R)).sum())
-                fields = dict(fmt=fmt, dist=dist, emulated=fmt in gf.EMULATED)
+                fields = dict(fmt=fmt, dist=dist, emulated=fmt in gf.EMULATED,
+                              tflops=2 * MN * MN * k / (t["ms"] * 1e-3) / 1e12)  # emulated: FP16's rate
                 if bad:
                     rec = results.record(TOPIC, "cublas", f"error/{fmt}/{dist}", shape, fmt, ms=t["ms"], ref=ref_id,
                                          no_rel_err="nonfinite", nonfinite=bad / R.size, **fields)
@@ -94,6 +96,9 @@ def measure(quick: bool = False) -> list[dict]:
                 records.append(rec)
             del A, B, exact
             cp.get_default_memory_pool().free_all_blocks()
+    for r in records:  # speed over fp32's at the same K and distribution (the page shows errors)
+        base = next(b for b in records if b["id"] == r["ref"])
+        r["ratio"] = r["tflops"] / base["tflops"]
     records += _layer(quick)
     return records
 
