@@ -117,6 +117,7 @@ def config_kernel(cfg):
     return kern
 
 
+# --8<-- [start:wmma_include_dir]
 def wmma_include_dir(environ=os.environ, which=shutil.which) -> Path:
     """Where NVRTC finds crt/mma.h, which <mma.h> (WMMA) includes: the CUDA
     toolkit's include folder (CUDA_PATH, CUDA_HOME, beside nvcc, or
@@ -131,6 +132,7 @@ def wmma_include_dir(environ=os.environ, which=shutil.which) -> Path:
     raise RuntimeError("the WMMA steps include <mma.h>, whose crt/mma.h comes with the CUDA toolkit, not with "
                        "the pip wheels NVRTC uses: install the toolkit or set CUDA_PATH to it "
                        "(the mma.sync steps need neither)")
+# --8<-- [end:wmma_include_dir]
 
 
 @functools.cache

@@ -30,6 +30,12 @@ names it.
                               SASS or ptxas listings its pages embed
                               (docs/assets/sass/; python -m kernels.bench.listings)
     ORDER                     where it sorts (the chapters' order)
+    rel_err_bound(record)     the largest rel_err a correct record of it can
+                              have, where 1e-3 is wrong for it (a format's
+                              own rounding); tests/test_results.py
+    rel_err_bound(record)     the largest rel_err a correct record of it can
+                              have, where 1e-3 is wrong for it (a format's
+                              own rounding); tests/test_results.py
 
 Only TOPIC, measure, plot and summary are required.
 """

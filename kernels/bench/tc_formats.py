@@ -136,7 +136,6 @@ def _layer(quick: bool) -> list[dict]:
     return out
 
 
-# --8<-- [start:calibrated_int8]
 def calibrated_int8(X, W, calib):
     """INT8 operands for Y = X @ W as inference stores them: W with a scale
     per output column; X with one scale found beforehand on a calibration
@@ -153,7 +152,30 @@ def calibrated_int8(X, W, calib):
     M, K = X.shape
     return gf.Operands("int8", Xq, cp.ascontiguousarray(Wq.T), M, W.shape[1], K,
                        row_scale=cp.full(M, sx, dtype=cp.float32), col_scale=sw)
-# --8<-- [end:calibrated_int8]
+
+
+# The error a correct GEMM in each format can reach here: its inputs' rounding
+# (unit roundoff 2^-(mantissa bits + 1) per operand, INT8's scale/2 relative to
+# a row's largest value), with room for the wide inputs' small values and for
+# FP16 sums. The error is what this topic measures; the bound catches a broken one.
+REL_ERR_BOUND = {"fp32": 1e-5, "tf32": 2e-3, "bf16": 1e-2, "fp16": 2e-3, "fp16_acc16": 2e-2, "int8": 0.1,
+                 "fp8_e4m3": 0.1, "fp8_e5m2": 0.2}
+
+
+def rel_err_bound(record: dict) -> float:
+    return REL_ERR_BOUND[record["fmt"]]
+
+
+# The error a correct GEMM in each format can reach here: its inputs' rounding
+# (unit roundoff 2^-(mantissa bits + 1) per operand, INT8's scale/2 relative to
+# a row's largest value), with room for the wide inputs' small values and for
+# FP16 sums. The error is what this topic measures; the bound catches a broken one.
+REL_ERR_BOUND = {"fp32": 1e-5, "tf32": 2e-3, "bf16": 1e-2, "fp16": 2e-3, "fp16_acc16": 2e-2, "int8": 0.1,
+                 "fp8_e4m3": 0.1, "fp8_e5m2": 0.2}
+
+
+def rel_err_bound(record: dict) -> float:
+    return REL_ERR_BOUND[record["fmt"]]
 
 
 def plot(data: dict, out_dir: Path) -> list[Path]:
@@ -185,7 +207,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
         if dist != DISTS[0]:
             ax.set_title(titles[dist], fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, ncol=2)
+        ax.legend(fontsize=7, ncol=2, loc="center right")
     return plotting.save(fig, axes[0], TOPIC, env, out_dir,
                          f"GEMM error against float64, M = N = 1024, {titles[DISTS[0]]}", words=PLOT_WORDS)
 
@@ -194,7 +216,38 @@ def summary(data: dict) -> list[str]:
     out = []
     for r in results.select(data, TOPIC):
         err = f"{r['rel_err']:.2e}" if r["rel_err"] is not None else f"nonfinite {r['nonfinite']:.3f}"
-        extra = f" {r['tflops']:7.1f} TFLOP/s x fp32 {r['ratio']:5.2f} {r['energy_j_per_gflop'] * 1e3:.2f} J/TFLOP" \
-            if "tflops" in r else ""
+        extra = f" {r['tflops']:7.1f} TFLOP/s x fp32 {r['ratio']:5.2f}"
+        if "energy_j_per_gflop" in r:
+            extra += f" {r['energy_j_per_gflop'] * 1e3:.2f} J/TFLOP"
         out.append(f"{r['variant']:26} {'x'.join(map(str, r['shape'])):>16} {err}{extra}")
     return out
+
+
+def claims(data: dict) -> None:
+    """docs/tensor-cores*.md, "What a format costs": what the plot and the layer table show."""
+    rows = results.select(data, TOPIC)
+
+    def err(fmt, dist, k):
+        r = next(r for r in rows if r["variant"] == f"error/{fmt}/{dist}" and r["shape"][2] == k)
+        return r["rel_err"] if r["rel_err"] is not None else r["nonfinite"]
+
+    lo, hi = KS[0], KS[-1]
+    for dist in DISTS:
+        for k in KS:
+            assert abs(err("tf32", dist, k) / err("fp16", dist, k) - 1) < 0.05      # same 10-bit mantissa
+            assert 6 < err("bf16", dist, k) / err("fp16", dist, k) < 10              # three bits fewer: ~8x
+            assert 1.8 < err("fp8_e5m2", dist, k) / err("fp8_e4m3", dist, k) < 2.2  # one bit fewer: ~2x
+        for fmt in ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "tf32"):
+            assert abs(err(fmt, dist, hi) / err(fmt, dist, lo) - 1) < 0.1            # flat in K
+        assert err("fp32", dist, hi) > 4 * err("fp32", dist, lo)                     # FP32 sums grow with K
+    assert err("fp16_acc16", "normal", hi) > 4 * err("fp16_acc16", "normal", lo)     # FP16 sums grow
+    assert err("fp16_acc16", "normal", hi) > 10 * err("fp16", "normal", hi)
+    assert all(err("fp16_acc16", "wide", k) > 0.5 for k in KS)                       # FP16 sums overflow
+    assert all(r["rel_err"] is not None for r in rows if r.get("fmt") != "fp16_acc16")
+    assert all(err("int8", "wide", k) > 1.5 * err("int8", "normal", k) for k in KS)  # INT8 suffers
+    for k in KS:
+        assert abs(err("fp16", "wide", k) / err("fp16", "normal", k) - 1) < 0.1       # FP16 inputs do not
+    layer = {r["fmt"]: r for r in rows if r["variant"].startswith("layer/")}
+    assert layer["fp16"]["ratio"] > 10 and layer["bf16"]["ratio"] > 10 and layer["int8"]["ratio"] > 20
+    assert layer["fp32"]["energy_j_per_gflop"] / layer["fp16"]["energy_j_per_gflop"] > 10
+    assert layer["int8"]["rel_err"] > 10 * layer["fp16"]["rel_err"] > 1e-3
