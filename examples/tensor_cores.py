@@ -256,6 +256,44 @@ def numba_gemm(A_nb, B_nb):
 
 
 # %% [markdown]
+# ## The ceiling: mma.sync on registers only
+#
+# tc_mma_peak's operands are constants near 1.0 (a lane's number in a few
+# mantissa bits), so what it writes follows from the PTX ISA's fragment
+# layouts of mma.m16n8k16 ("Matrix Fragments for mma.m16n8k16"): with
+# g = lane / 4 and t = lane % 4, register a[0] holds A[g][2t] (low half) and
+# A[g][2t+1], b1 holds B[2t+8][g] (low half) and B[2t+9][g], and the
+# accumulators are C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1].
+
+# %%
+# --8<-- [start:mma_peak]
+PEAK_CHAINS = 8  # independent accumulators per warp, as in tensor_cores.cu
+
+
+def mma_peak(blocks, threads=128, iters=4096):
+    """Run tc_mma_peak: returns (what each thread wrote, FLOPs done)."""
+    import cupy as cp
+
+    out = cp.full(blocks * threads, cp.nan, dtype=cp.float32)
+    load_cuda("tensor_cores.cu").get_function("tc_mma_peak")((blocks,), (threads,), (out, np.int32(iters)))
+    return out, blocks * threads // 32 * iters * PEAK_CHAINS * 2 * 16 * 8 * 16
+
+
+def mma_peak_expected(blocks, threads, iters):
+    """What tc_mma_peak writes per thread, from the fragment layouts."""
+    A, B = np.ones((16, 16)), np.ones((16, 8))
+    for lane in range(32):
+        g, t = divmod(lane, 4)
+        A[g, 2 * t] = 1 + lane / 1024      # a[0] = 0x3c003c00 ^ lane: 1.0 with lane in the low mantissa bits
+        B[2 * t + 8, g] = 1 + 2 * lane / 1024  # b1 = 0x3c003c00 ^ (lane << 1)
+    C = A @ B
+    per_lane = [C[g, 2 * t] + C[g, 2 * t + 1] + C[g + 8, 2 * t] + C[g + 8, 2 * t + 1]
+                for g, t in (divmod(lane, 4) for lane in range(32))]
+    return np.tile(np.array(per_lane) * iters * PEAK_CHAINS, blocks * threads // 32)
+# --8<-- [end:mma_peak]
+
+
+# %% [markdown]
 # ## INT8 inference, calibrated
 #
 # Y = X @ W with X quantized by one scale found beforehand on a calibration
@@ -360,6 +398,15 @@ def main(argv=None):
         for step, worst in check_ladder().items():
             print(f"{step}: correct (worst error {worst:.2f} x its bound)")
         time_ladder(args.size - args.size % 16)
+        out, _ = mma_peak(4, 128, 8)
+        assert np.allclose(out.get(), mma_peak_expected(4, 128, 8), rtol=1e-5), "tc_mma_peak wrote the wrong sums"
+        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        _, flops = mma_peak(sms * 8, 128, 4096)
+        stop.record()
+        stop.synchronize()
+        print(f"mma.sync on registers: {flops / cp.cuda.get_elapsed_time(start, stop) / 1e9:7.1f} TFLOP/s")
     if args.impl in ("all", "numba"):
         rng = np.random.default_rng(3)
         A = rng.standard_normal((256, 128)).astype(np.float16)

@@ -235,6 +235,9 @@ def run_driver(page: Path, specs: list[dict], blocks: str, tmp_path: Path, env_e
             proc = subprocess.run([sys.executable, "-m", "tests.fault_driver", str(spec)], cwd=root,
                                   env=env, capture_output=True, text=True, timeout=1800)
             done = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+            if not done and proc.returncode < 0:  # killed by a signal in its first mutant: that mutant failed the page
+                done = [{"id": todo[0]["id"], "what": todo[0]["what"], "failed": True, "blocks": [],
+                         "error": [f"the process died of signal {-proc.returncode}"]}]
             if not done:
                 raise RuntimeError(f"fault driver made no progress:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
             results.update((d["id"], d) for d in done)
