@@ -237,6 +237,13 @@ def claims(data: dict) -> None:
         assert 0.6 < r["tflops"] / r["datasheet"] < 0.85, (fmt, r["tflops"] / r["datasheet"])  # 60-85% of the sheet
         assert r["power_w_median"] > 650                                            # at the 700 W cap
     assert rec("fp32")["sm_clock_mhz"] > 1900                                        # FP32 runs at full clock
+    assert 0.7 < rec("fp32")["tflops"] / rec("fp32")["datasheet"] < 0.8              # a little over 7 tenths
+    tc_clock = DATASHEET["NVIDIA H200"]["bf16"] * 1e12 / (132 * 2048 * 2) / 1e6    # the sheet's clock, ~1830 MHz
+    for fmt in ("tf32", "bf16", "fp16", "int8"):
+        r = rec(fmt)
+        assert 0.65 < r["sm_clock_mhz"] / tc_clock < 0.85                            # two to three tenths lower
+    assert rec("fp64")["sm_clock_mhz"] > max(rec(f)["sm_clock_mhz"] for f in ("tf32", "bf16", "fp16", "int8"))
+        assert r["tflops"] / (r["datasheet"] * r["sm_clock_mhz"] / tc_clock) > 0.8   # little left at that clock
     for fmt in ("tf32", "bf16", "fp16", "int8"):
         assert rec(fmt)["sm_clock_mhz"] < 1600                                       # the Tensor Cores clock down
     assert rec("fp32")["j_per_tflop"] / rec("bf16")["j_per_tflop"] > 10              # over ten times
