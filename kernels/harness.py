@@ -192,6 +192,31 @@ class ClockSampler:
                 "clock_samples": len(self.clocks)}
 
 
+def ncu_metrics(metrics: Sequence[str], kernel_regex: str, child: Sequence[str], *, need: str,
+                timeout: float = 600) -> tuple[list[tuple[str, str, float]], list[str]]:
+    """Profile `python -m <child...>` with Nsight Compute, clocks left alone
+    (--clock-control none), on the kernels whose names match kernel_regex.
+    Returns ([(kernel name, metric name, value)], the child's own output
+    lines). `need` says who asks, in the error raised when ncu is missing."""
+    import csv
+    import shutil
+    import sys
+
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        raise RuntimeError(f"{need}: put ncu on PATH")
+    cmd = [ncu, "--clock-control", "none", "--metrics", ",".join(metrics), "--csv", "-k", f"regex:{kernel_regex}",
+           sys.executable, "-m", *child]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    lines = proc.stdout.splitlines()
+    rows = list(csv.reader(line for line in lines if line.startswith('"')))
+    if proc.returncode or not rows:
+        raise RuntimeError(f"ncu failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    name, metric, value = (rows[0].index(k) for k in ("Kernel Name", "Metric Name", "Metric Value"))
+    found = [(r[name], r[metric], float(r[value].replace(",", ""))) for r in rows[1:]]
+    return found, [line for line in lines if not line.startswith('"')]
+
+
 def energy_fields(e: dict, *, nbytes: int | None = None, gflop: float | None = None) -> dict:
     """A record's energy fields from measure_energy's result: J per call,
     average power, seconds measured, and pJ per byte moved (nbytes per call)

@@ -110,3 +110,41 @@ def test_energy_fields_divide_by_bytes_or_gflop():
                  "energy_pj_per_byte": pytest.approx(500.0)}
     assert harness.energy_fields(e, gflop=50.0)["energy_j_per_gflop"] == pytest.approx(0.01)
     assert set(harness.energy_fields(e)) == {"energy_j_per_call", "avg_power_w", "energy_seconds"}
+
+
+def _fake_ncu(folder: Path, body: str) -> None:
+    """An executable named ncu that prints what `body` prints (a stand-in for Nsight Compute)."""
+    exe = folder / "ncu"
+    exe.write_text(f"#!{sys.executable}\nimport sys\n{body}\n")
+    exe.chmod(0o755)
+
+
+def test_ncu_metrics_runs_the_child_under_ncu_and_reads_its_csv(tmp_path, monkeypatch):
+    from kernels import harness
+
+    _fake_ncu(tmp_path, '''
+args = sys.argv[1:]
+assert args[:2] == ["--clock-control", "none"] and "--csv" in args, args
+assert args[args.index("--metrics") + 1] == "m.a,m.b" and args[args.index("-k") + 1] == "regex:^k_", args
+assert args[-4:] == ["-m", "pkg.child", "--launch-each", "64"], args
+print("==PROF== Connected")
+print("rel_err x 1e-07")
+print('"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"')
+print('"0","k_one(float*)","m.a","%","12.5"')
+print('"0","void k_two<1, 2>(float*)","m.b","","1,234.5"')
+''')
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    rows, lines = harness.ncu_metrics(["m.a", "m.b"], "^k_", ["pkg.child", "--launch-each", "64"], need="a test")
+    assert rows == [("k_one(float*)", "m.a", 12.5), ("void k_two<1, 2>(float*)", "m.b", 1234.5)]
+    assert lines == ["==PROF== Connected", "rel_err x 1e-07"]
+
+
+def test_ncu_metrics_says_what_is_missing_or_failed(tmp_path, monkeypatch):
+    from kernels import harness
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(RuntimeError, match="four_step needs it: put ncu on PATH"):
+        harness.ncu_metrics(["m"], "k", ["c"], need="four_step needs it")
+    _fake_ncu(tmp_path, 'print("==ERROR== no kernel profiled"); sys.exit(1)')
+    with pytest.raises(RuntimeError, match=r"ncu failed \(1\):\n==ERROR== no kernel profiled"):
+        harness.ncu_metrics(["m"], "k", ["c"], need="a test")

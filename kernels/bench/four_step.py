@@ -20,9 +20,6 @@ theoretical `occupancy`. Without ncu on PATH the bench stops and says so.
 
 from __future__ import annotations
 
-import csv
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -48,21 +45,11 @@ def achieved_occupancy(n: int) -> dict[str, float]:
     from Nsight Compute profiling this module's child (one launch per step)."""
     from .. import stencil as st
 
-    ncu = shutil.which("ncu")
-    if ncu is None:
-        raise RuntimeError("four_step records achieved occupancy with Nsight Compute: put ncu on PATH")
-    cmd = [ncu, "--clock-control", "none", "--metrics", ACHIEVED, "--csv", "-k", "regex:^conv_",
-           sys.executable, "-m", "kernels.bench.four_step", "--launch-each", str(n)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    rows = [r for r in csv.reader(line for line in proc.stdout.splitlines() if line.startswith('"'))]
-    if proc.returncode or not rows:
-        raise RuntimeError(f"ncu failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    head = rows[0]
-    name, metric, value = (head.index(k) for k in ("Kernel Name", "Metric Name", "Metric Value"))
-    found = {}
-    for r in rows[1:]:
-        if r[metric] == ACHIEVED:
-            found[r[name].split("(")[0].strip()] = float(r[value].replace(",", "")) / 100
+    from .. import harness
+
+    rows, _ = harness.ncu_metrics([ACHIEVED], "^conv_", ["kernels.bench.four_step", "--launch-each", str(n)],
+                                  need="four_step records achieved occupancy with Nsight Compute")
+    found = {kernel.split("(")[0].strip(): value / 100 for kernel, metric, value in rows if metric == ACHIEVED}
     missing = [v for v in st.VARIANTS if f"conv_{v}" not in found]
     if missing:
         raise RuntimeError(f"ncu reported no {ACHIEVED} for {missing}; it reported {sorted(found)}")

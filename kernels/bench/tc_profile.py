@@ -14,9 +14,6 @@ Without ncu on PATH the bench stops and says so.
 
 from __future__ import annotations
 
-import csv
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -71,26 +68,19 @@ def launch_each(n: int) -> None:
 
 def profile(n: int) -> dict[str, dict]:
     """{step: {metric: value, "err": its rel_err}} from ncu over launch_each(n)."""
-    ncu = shutil.which("ncu")
-    if ncu is None:
-        raise RuntimeError("tc_profile reads Nsight Compute's counters: put ncu on PATH")
-    cmd = [ncu, "--clock-control", "none", "--metrics", ",".join(METRICS.values()), "--csv", "-k", "regex:^tc_mma",
-           sys.executable, "-m", "kernels.bench.tc_profile", "--launch-each", str(n)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    lines = proc.stdout.splitlines()
-    rows = list(csv.reader(line for line in lines if line.startswith('"')))
-    if proc.returncode or not rows:
-        raise RuntimeError(f"ncu failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    from .. import harness
+
+    rows, lines = harness.ncu_metrics(list(METRICS.values()), "^tc_mma",
+                                      ["kernels.bench.tc_profile", "--launch-each", str(n)],
+                                      need="tc_profile reads Nsight Compute's counters")
     errs = {ln.split()[1]: float(ln.split()[2]) for ln in lines if ln.startswith("rel_err ")}
-    head = rows[0]
-    name, metric, value = (head.index(k) for k in ("Kernel Name", "Metric Name", "Metric Value"))
     kernels = {"tc_mma_async": "mma_async", "tc_mma_async_t": "mma_tuned"}
     by_metric = {v: k for k, v in METRICS.items()}
     found: dict[str, dict] = {s: {"err": errs[s]} for s in STEPS}
-    for r in rows[1:]:
-        step = kernels.get(r[name].split("(")[0].split("<")[0].replace("void ", "").strip())
-        if step and r[metric] in by_metric:
-            found[step][by_metric[r[metric]]] = float(r[value].replace(",", ""))
+    for kernel, metric, value in rows:
+        step = kernels.get(kernel.split("(")[0].split("<")[0].replace("void ", "").strip())
+        if step and metric in by_metric:
+            found[step][by_metric[metric]] = value
     for step, got in found.items():
         missing = set(METRICS) - set(got)
         if missing:
