@@ -99,3 +99,19 @@ def driver_blocks_per_sm(kern, threads: int, dynamic_smem: int = 0) -> int:
 
     return int(cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kern.kernel.ptr, threads, dynamic_smem))
 # --8<-- [end:kernel_attributes]
+
+
+def numba_kernel_attributes(dispatcher, threads: int) -> dict:
+    """kernel_attributes' keys for a Numba kernel compiled once (its only
+    overload): registers, shared and local memory per thread from the
+    compiled kernel, blocks per SM from the driver
+    (cuOccupancyMaxActiveBlocksPerMultiprocessor, through Numba)."""
+    from numba import cuda
+
+    kern = next(iter(dispatcher.overloads.values()))
+    sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    blocks = kern.max_cooperative_grid_blocks(threads) // sms
+    max_warps = cuda.get_current_device().MAX_THREADS_PER_MULTI_PROCESSOR // 32
+    return {"regs": int(kern.regs_per_thread), "smem_bytes": int(kern.shared_mem_per_block),
+            "local_bytes": int(kern.local_mem_per_thread), "blocks_per_sm": int(blocks),
+            "occupancy": blocks * -(-threads // 32) / max_warps}

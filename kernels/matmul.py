@@ -4,7 +4,8 @@ CUDA C steps (kernels/cuda/matmul.cu), in ladder order:
     naive, coalesced, smem_tiled16, smem_tiled32, blocktile_1d,
     blocktile_2d, vectorized, double_buffered, warptiled, register_prefetch,
     autotuned
-Numba steps (this file): naive, smem_tiled, register_blocked, unrolled;
+Numba steps (this file): naive, smem_tiled, register_blocked, unrolled,
+unsigned;
 all run in the CUDA simulator too (at tiny sizes: it is slow).
 
 Row-major float32 matrices of any M, N, K >= 1: every kernel guards its
@@ -13,6 +14,7 @@ tails. The reference is cuBLAS SGEMM through cupy.matmul (TF32 off).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from pathlib import Path
@@ -176,10 +178,136 @@ def cublas_matmul(A, B, C):
     return cp.matmul(A, B, out=C)
 
 
+# ------------------------------------------------- shape-aware dispatch --
+
+# --8<-- [start:dispatch]
+# Tiles of matmul_general_t (kernels/cuda/matmul.cu): the step-10 template
+# at four sizes, K split over blockIdx.z when the tiles are too few.
+# (BM, BN, BK, WM, WN, TM, TN, THREADS, MIN_BLOCKS)
+TILES = {
+    "128x128": (128, 128, 16, 32, 128, 8, 16, 128, 2),  # step 10
+    "128x64": (128, 64, 16, 64, 32, 8, 8, 128, 3),
+    "64x128": (64, 128, 16, 32, 64, 8, 8, 128, 3),
+    "64x64": (64, 64, 16, 32, 32, 4, 8, 128, 4),
+}
+SPLITS = (1, 2, 3, 4, 6, 8)  # slices of K the planner considers
+MIN_K_SLICE = 128  # no slice shorter than this
+
+# The planner's model, fitted to topic matmul_shapes' tuning records on an
+# H200 (`python -m kernels.bench.matmul_shapes --fit` prints these values
+# from the results file; tests/test_matmul.py checks that they match it).
+SM_GFLOPS = {"128x128": 339.0, "128x64": 323.0, "64x128": 335.0, "64x64": 264.0}   # an SM full of blocks
+BLOCK_GFLOPS = {"128x128": 182.0, "128x64": 198.0, "64x128": 202.0, "64x64": 104.0}  # one block alone
+SPLIT_US = 5.0       # a split's fixed cost (the last blocks' sums), microseconds
+SPLIT_GBPS = 3000.0  # and its traffic: every slice's partial sums written and read
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    tile: str     # a key of TILES
+    splits: int   # slices of K (1: no split, no workspace)
+    k_split: int  # the length of each slice, a multiple of BK
+
+
+def make_plan(K: int, tile: str, splits: int) -> Plan:
+    bk = TILES[tile][2]
+    k_split = -(-K // (splits * bk)) * bk
+    return Plan(tile, -(-K // k_split), k_split)
+
+
+def plan_cost(M: int, N: int, K: int, p: Plan, sms: int, per_sm: int) -> float:
+    """Modelled microseconds. The busiest SM decides: it runs
+    ceil(blocks / sms) blocks, per_sm at a time at the full SM's rate, and
+    a last round of fewer blocks no faster than one block alone can go."""
+    bm, bn = TILES[p.tile][:2]
+    blocks = -(-M // bm) * -(-N // bn) * p.splits
+    rounds, rest = divmod(-(-blocks // sms), per_sm)
+    mflop = 2 * bm * bn * p.k_split / 1e3  # one block's work, in units of 1e3 FLOP: us at GFLOP/s
+    t = rounds * per_sm * mflop / SM_GFLOPS[p.tile]
+    if rest:
+        t += max(rest * mflop / SM_GFLOPS[p.tile], mflop / BLOCK_GFLOPS[p.tile])
+    if p.splits > 1:
+        t += SPLIT_US + 2 * p.splits * M * N * 4 / (SPLIT_GBPS * 1e3)
+    return t
+
+
+def plan(M: int, N: int, K: int, sms: int, per_sm: dict[str, int]) -> Plan:
+    """The tile and split of K with the lowest plan_cost. per_sm: blocks of
+    each tile resident on one SM (the driver's occupancy answer)."""
+    plans = {make_plan(K, tile, s) for tile in TILES for s in SPLITS if s == 1 or K // s >= MIN_K_SLICE}
+    return min(sorted(plans, key=lambda p: (p.tile, p.splits)),
+               key=lambda p: plan_cost(M, N, K, p, sms, per_sm[p.tile]))
+
+
+@functools.cache
+def general_kernel(tile: str):
+    """matmul_general_t at one of TILES (an NVRTC module each)."""
+    import cupy as cp
+
+    name = f"matmul_general_t<{','.join(str(v) for v in TILES[tile])}>"
+    mod = cp.RawModule(code=CUDA_SOURCE.read_text(), options=("--std=c++17",), name_expressions=[name])
+    return mod.get_function(name)
+
+
+@functools.cache
+def blocks_per_sm(device_id: int) -> tuple[int, dict[str, int]]:
+    """(SMs, blocks of each tile resident on one SM), from the driver."""
+    import cupy as cp
+
+    from .device import driver_blocks_per_sm
+
+    with cp.cuda.Device(device_id) as dev:
+        return (dev.attributes["MultiProcessorCount"],
+                {t: driver_blocks_per_sm(general_kernel(t), TILES[t][7]) for t in TILES})
+
+
+@functools.lru_cache(maxsize=256)
+def plan_for(M: int, N: int, K: int, device_id: int) -> Plan:
+    """plan() on this GPU, remembered per shape (the host's time counts for small problems)."""
+    return plan(M, N, K, *blocks_per_sm(device_id))
+
+
+SPLIT_BUFFERS: dict = {}  # (device, stream) -> (workspace, tile counters), grown when too small
+
+
+def split_buffers(floats: int, tiles: int):
+    """A workspace of at least `floats` float32 and `tiles` zeroed counters
+    for this device and stream, kept between calls (the kernel resets the
+    counters it uses)."""
+    import cupy as cp
+
+    key = (cp.cuda.Device().id, cp.cuda.get_current_stream().ptr)
+    W, count = SPLIT_BUFFERS.get(key, (None, None))
+    if W is None or W.size < floats:
+        W = cp.empty(floats, dtype=cp.float32)
+    if count is None or count.size < tiles:
+        count = cp.zeros(tiles, dtype=cp.int32)
+    SPLIT_BUFFERS[key] = (W, count)
+    return W, count
+
+
+def matmul(A, B, C=None, *, force: tuple[str, int] | None = None):
+    """C = A @ B (float32 CuPy matrices) by the plan for their shape;
+    `force=(tile, splits)` overrides the plan (the bench's tuning sweep)."""
+    import cupy as cp
+
+    M, N, K = check_operands(A, B, C, lib="cupy")
+    if C is None:
+        C = cp.empty((M, N), dtype=cp.float32)
+    p = plan_for(M, N, K, cp.cuda.Device().id) if force is None else make_plan(K, *force)
+    bm, bn, threads = TILES[p.tile][0], TILES[p.tile][1], TILES[p.tile][7]
+    grid = (math.ceil(N / bn), math.ceil(M / bm), p.splits)
+    W, count = split_buffers(p.splits * M * (-(-N // 4) * 4), grid[0] * grid[1]) if p.splits > 1 else (C, C)
+    general_kernel(p.tile)(grid, (threads,), (A, B, C, np.int32(M), np.int32(N), np.int32(K),
+                                              np.int32(p.k_split), W, count))
+    return C
+# --8<-- [end:dispatch]
+
+
 # --------------------------------------------------------------- Numba --
 
 # --8<-- [start:numba_import]
-from numba import cuda, float32  # noqa: E402
+from numba import cuda, float32, uint64  # noqa: E402
 from numba.cuda.misc.special import literal_unroll  # noqa: E402  (the CUDA target's own)
 
 TILE = 16  # smem_tiled: a TILE x TILE block of threads, one output each
@@ -193,6 +321,7 @@ WARPS_N = BN // (LANES_N * TN)  # 2 warps side by side in N, 4 in M
 LDA = BM + 4  # the transposed A tile, padded against bank conflicts
 LOADS = BM * BK // THREADS  # elements of each tile one thread loads (8)
 K_STEPS = tuple(range(BK))  # for literal_unroll: one copy of the body per k
+U = uint64  # an unsigned index: Numba skips the wraparound of negative ones
 # --8<-- [end:numba_import]
 
 
@@ -230,7 +359,7 @@ def matmul_smem_tiled_kernel(A, B, C, M, N, K):
 
 
 # --8<-- [start:numba_load_tiles]
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def load_tiles(A, B, ra, rb, M, N, K, m0, n0, k0, full):
     """This thread's LOADS elements of the A and B tiles at k0, into
     registers; zeros outside the matrices. `full` (the whole tile is
@@ -240,34 +369,34 @@ def load_tiles(A, B, ra, rb, M, N, K, m0, n0, k0, full):
         e = tid + i * THREADS
         m, k = e // BK, e % BK  # A: consecutive threads along a row
         if full:
-            ra[i] = A[m0 + m, k0 + k]
+            ra[i] = A[U(m0 + m), U(k0 + k)]
         else:
-            ra[i] = A[m0 + m, k0 + k] if m0 + m < M and k0 + k < K else float32(0.0)
+            ra[i] = A[U(m0 + m), U(k0 + k)] if m0 + m < M and k0 + k < K else float32(0.0)
         k, n = e // BN, e % BN  # B: consecutive threads along a row
         if full:
-            rb[i] = B[k0 + k, n0 + n]
+            rb[i] = B[U(k0 + k), U(n0 + n)]
         else:
-            rb[i] = B[k0 + k, n0 + n] if k0 + k < K and n0 + n < N else float32(0.0)
+            rb[i] = B[U(k0 + k), U(n0 + n)] if k0 + k < K and n0 + n < N else float32(0.0)
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def store_tiles(As, Bs, ra, rb):
     """The registers into shared memory, the A tile transposed (As[k, m])."""
     tid = cuda.threadIdx.x
     for i in range(LOADS):
         e = tid + i * THREADS
-        As[e % BK, e // BK] = ra[i]
-        Bs[e // BN, e % BN] = rb[i]
+        As[U(e % BK), U(e // BK)] = ra[i]
+        Bs[U(e // BN), U(e % BN)] = rb[i]
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def store_c(C, acc, M, N, row0, col0):
     for i in range(TM):
         row = row0 + (i // 4) * (LANES_M * 4) + i % 4
         for j in range(TN):
             col = col0 + (j // 4) * (LANES_N * 4) + j % 4
             if row < M and col < N:
-                C[row, col] = acc[i, j]
+                C[U(row), U(col)] = acc[i, j]
 # --8<-- [end:numba_load_tiles]
 
 
@@ -345,12 +474,50 @@ def matmul_unrolled_kernel(A, B, C, M, N, K):
 # --8<-- [end:numba_unrolled]
 
 
+# --8<-- [start:numba_unsigned]
+@cuda.jit
+def matmul_unsigned_kernel(A, B, C, M, N, K):
+    As = cuda.shared.array((BK, LDA), float32)
+    Bs = cuda.shared.array((BK, BN), float32)
+    acc = cuda.local.array((TM, TN), float32)  # constant indices after unrolling: registers
+    a = cuda.local.array(TM, float32)
+    b = cuda.local.array(TN, float32)
+    ra = cuda.local.array(LOADS, float32)  # the next tile, on its way from global memory
+    rb = cuda.local.array(LOADS, float32)
+    m0, n0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+    warp, lane = cuda.threadIdx.x // 32, cuda.threadIdx.x % 32
+    wm0 = (warp // WARPS_N) * (LANES_M * TM) + (lane // LANES_N) * 4  # first row of this thread
+    wn0 = (warp % WARPS_N) * (LANES_N * TN) + (lane % LANES_N) * 4    # first column
+    for i in range(TM):
+        for j in range(TN):
+            acc[i, j] = float32(0.0)
+    inside = m0 + BM <= M and n0 + BN <= N
+    load_tiles(A, B, ra, rb, M, N, K, m0, n0, 0, inside and BK <= K)
+    for k0 in range(0, K, BK):
+        store_tiles(As, Bs, ra, rb)
+        cuda.syncthreads()  # the tiles are complete
+        if k0 + BK < K:  # the next tile's loads fly while we compute
+            load_tiles(A, B, ra, rb, M, N, K, m0, n0, k0 + BK, inside and k0 + 2 * BK <= K)
+        for k in range(BK):
+            for i in range(TM):  # pieces of 4, LANES_M * 4 rows apart
+                a[i] = As[U(k), U(wm0 + (i // 4) * (LANES_M * 4) + i % 4)]
+            for j in range(TN):
+                b[j] = Bs[U(k), U(wn0 + (j // 4) * (LANES_N * 4) + j % 4)]
+            for i in range(TM):
+                for j in range(TN):
+                    acc[i, j] += a[i] * b[j]
+        cuda.syncthreads()  # all reads done before the next store
+    store_c(C, acc, M, N, m0 + wm0, n0 + wn0)
+# --8<-- [end:numba_unsigned]
+
+
 NUMBA_KERNELS = {"naive": matmul_naive_kernel, "smem_tiled": matmul_smem_tiled_kernel,
-                 "register_blocked": matmul_register_blocked_kernel, "unrolled": matmul_unrolled_kernel}
+                 "register_blocked": matmul_register_blocked_kernel, "unrolled": matmul_unrolled_kernel,
+                 "unsigned": matmul_unsigned_kernel}
 
 
 def numba_grid(variant: str, M: int, N: int) -> tuple[tuple, tuple]:
-    if variant in ("register_blocked", "unrolled"):
+    if variant in ("register_blocked", "unrolled", "unsigned"):
         return (math.ceil(N / BN), math.ceil(M / BM)), (THREADS,)
     t = TILE if variant == "smem_tiled" else 16
     return (math.ceil(N / t), math.ceil(M / t)), (t, t)

@@ -327,7 +327,8 @@ def _check_overlap_cases(matmul, to_device, n, host):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("wrapper", ["matmul_cupy", "matmul_warptiled_config", "cublas_matmul",
-                                     "matmul_source001", "example matmul_cupy", "example matmul_source001"])
+                                     "matmul_source001", "example matmul_cupy", "example matmul_source001",
+                                     "matmul (dispatch)", "matmul (split K)"])
 def test_cupy_wrappers_reject_c_overlapping_a_or_b(wrapper):
     """At 512^3 (256 blocks of the 32 x 32 steps, 16 of the 128 x 128 ones):
     a kernel run on an aliased C would overwrite A or B under other blocks."""
@@ -337,7 +338,9 @@ def test_cupy_wrappers_reject_c_overlapping_a_or_b(wrapper):
     calls = {"matmul_cupy": mm.matmul_cupy, "cublas_matmul": mm.cublas_matmul,
              "matmul_warptiled_config": lambda A, B, C: mm.matmul_warptiled_config(A, B, C, CONFIGS[0]),
              "matmul_source001": mm.matmul_source001,
-             "example matmul_cupy": example().matmul_cupy, "example matmul_source001": example().matmul_source001}
+             "example matmul_cupy": example().matmul_cupy, "example matmul_source001": example().matmul_source001,
+             "matmul (dispatch)": mm.matmul,
+             "matmul (split K)": lambda A, B, C: mm.matmul(A, B, C, force=("64x64", 4))}
     _check_overlap_cases(calls[wrapper], cp.asarray, 512, lambda x: x.get())
 
 
@@ -347,6 +350,76 @@ def test_numba_wrapper_rejects_c_overlapping_a_or_b():
     n = 64 if numba_simulator() else 512
     _check_overlap_cases(lambda A, B, C: mm.matmul_numba(A, B, C, variant="smem_tiled"),
                          cuda.to_device, n, lambda x: x.copy_to_host())
+
+
+# ------------------------------------------------- shape-aware dispatch --
+
+def test_make_plan_covers_k_in_slices_of_whole_tiles():
+    for K in (1, 15, 16, 17, 777, 4096, 4097):
+        for tile, cfg in mm.TILES.items():
+            for splits in mm.SPLITS:
+                p = mm.make_plan(K, tile, splits)
+                assert p.k_split % cfg[2] == 0 and p.k_split > 0
+                assert (p.splits - 1) * p.k_split < K <= p.splits * p.k_split, (K, tile, splits, p)
+                assert 1 <= p.splits <= splits
+
+
+H200 = (132, {"128x128": 2, "128x64": 3, "64x128": 3, "64x64": 4})
+
+
+def test_plan_keeps_slices_long_and_fills_the_gpu():
+    """No slice shorter than MIN_K_SLICE; a large square takes the big tile
+    unsplit; a problem of a few tiles with a long K is split."""
+    for shape in ((1, 1, 1), (512, 512, 512), (1000, 1013, 777), (4096, 4096, 256), (64, 64, 65536)):
+        p = mm.plan(*shape, *H200)
+        assert p.splits == 1 or shape[2] // p.splits >= mm.MIN_K_SLICE - mm.TILES[p.tile][2], (shape, p)
+    assert mm.plan(8192, 8192, 8192, *H200) == mm.make_plan(8192, "128x128", 1)
+    assert mm.plan(128, 128, 65536, *H200).splits > 1
+
+
+def test_plan_cost_counts_the_busiest_sm():
+    """One block more than a full round costs a whole extra round (at the
+    lone-block rate): wave quantization, which the model exists to see."""
+    p = mm.make_plan(4096, "128x128", 1)
+    sms, per_sm = 132, 2
+    full = mm.plan_cost(128 * sms * per_sm, 128, 4096, p, sms, per_sm)        # exactly one round
+    one_more = mm.plan_cost(128 * (sms * per_sm + 1), 128, 4096, p, sms, per_sm)
+    lone = 2 * 128 * 128 * 4096 / 1e3 / mm.BLOCK_GFLOPS["128x128"]
+    assert one_more == pytest.approx(full + lone)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1, 1, 1), (33, 65, 17), (1000, 1013, 777), (130, 129, 4097), (3, 300, 33)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_dispatch_every_tile_and_split(shape):
+    """Every tile at every split (and the plan's own choice), twice in a row:
+    the second call finds the tile counters the first one reset."""
+    import cupy as cp
+
+    A0, B0 = operands(*shape)
+    A, B = cp.asarray(A0), cp.asarray(B0)
+    for force in [None] + [(t, s) for t in mm.TILES for s in (1, 2, 3, 8)]:
+        for _ in range(2):
+            C = cp.full(shape[:2], cp.nan, dtype=cp.float32)
+            mm.matmul(A, B, C, force=force)
+            assert rel_err(C.get(), A0, B0) < RTOL, (shape, force)
+    for W, count in mm.SPLIT_BUFFERS.values():
+        assert not count.any()
+
+
+@pytest.mark.gpu
+def test_dispatch_misaligned_views_and_allocation():
+    import cupy as cp
+
+    A0, B0 = operands(129, 131, 670)
+    a = cp.asarray(np.concatenate([[1.0], A0.ravel()]).astype(np.float32))[1:].reshape(A0.shape)
+    b = cp.asarray(np.concatenate([[1.0], B0.ravel()]).astype(np.float32))[1:].reshape(B0.shape)
+    assert a.data.ptr % 16 and b.data.ptr % 16
+    for force in (None, ("128x128", 1), ("64x64", 3)):
+        C = mm.matmul(a, b, force=force)
+        assert C.shape == (129, 131) and rel_err(C.get(), A0, B0) < RTOL, force
+    with pytest.raises(ValueError):
+        mm.matmul(cp.asarray(A0), cp.asarray(A0))
 
 
 # ------------------------------------- source 001's kernels, as printed --

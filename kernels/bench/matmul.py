@@ -16,6 +16,7 @@ matMulShared and matMulILP (source: "001", time only).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -86,7 +87,7 @@ def measure(quick: bool = False) -> list[dict]:
     from numba import cuda
 
     from .. import harness, matmul as mm
-    from ..device import kernel_attributes
+    from ..device import kernel_attributes, numba_kernel_attributes
 
     sizes = (1024,) if quick else SIZES
     records = []
@@ -134,8 +135,10 @@ def measure(quick: bool = False) -> list[dict]:
                      **kernel_attributes(mm.cupy_module(mm.CUDA_SOURCE.name).get_function(kernel), 1024)),
                 energy=False)
         for step, variant in enumerate(mm.NUMBA_KERNELS, start=1):
-            run("numba", variant, lambda A, B, C, v=variant: mm.matmul_numba(A, B, C, variant=v),
-                dict(step=step, intensity=intensity("numba", variant)), arg_sets=nb_args)
+            rec = run("numba", variant, lambda A, B, C, v=variant: mm.matmul_numba(A, B, C, variant=v),
+                      dict(step=step, intensity=intensity("numba", variant)), arg_sets=nb_args)
+            threads = math.prod(mm.numba_grid(variant, n, n)[1])
+            rec.update(numba_kernel_attributes(mm.NUMBA_KERNELS[variant], threads))
         if n >= 4096:  # step 8's tuning sweep (no energy: time only)
             for cfg in CONFIGS:
                 kern = mm.warptiled_config_kernel(cfg)

@@ -233,9 +233,9 @@ __device__ __forceinline__ void load_tile(const float* __restrict__ X, int rows,
 // Is the tile at (r0, c0) of ROWS x COLS inside the matrix, with 16-byte
 // aligned rows, so that load_tile may use float4 loads?
 template <int ROWS, int COLS>
-__device__ __forceinline__ bool tile_fast(const float* X, int rows, int cols, int r0, int c0)
+__device__ __forceinline__ bool tile_fast(const float* X, int rows, int cols, int r0, int c0, int ld)
 {
-    return r0 + ROWS <= rows && c0 + COLS <= cols && cols % 4 == 0 && aligned16(X);
+    return r0 + ROWS <= rows && c0 + COLS <= cols && ld % 4 == 0 && aligned16(X);
 }
 
 // The A tile goes to shared memory transposed, As[k][m] (row length LDA),
@@ -289,8 +289,8 @@ matmul_vectorized(const float* __restrict__ A, const float* __restrict__ B,
     float acc[TM][TN] = {{0.0f}};
     float4 ra[BM * BK / 4 / THREADS], rb[BK * BN / 4 / THREADS];
     for (int k0 = 0; k0 < K; k0 += BK) {
-        load_tile<BM, BK, THREADS>(A, M, K, K, m0, k0, tile_fast<BM, BK>(A, M, K, m0, k0), ra);
-        load_tile<BK, BN, THREADS>(B, K, N, N, k0, n0, tile_fast<BK, BN>(B, K, N, k0, n0), rb);
+        load_tile<BM, BK, THREADS>(A, M, K, K, m0, k0, tile_fast<BM, BK>(A, M, K, m0, k0, K), ra);
+        load_tile<BK, BN, THREADS>(B, K, N, N, k0, n0, tile_fast<BK, BN>(B, K, N, k0, n0, N), rb);
         store_a_transposed<BM, BK, THREADS, LDA>(As, ra);
         store_b<BK, BN, THREADS>(Bs, rb);
         __syncthreads();
@@ -350,8 +350,8 @@ matmul_double_buffered(const float* __restrict__ A, const float* __restrict__ B,
     float acc[TM][TN] = {{0.0f}};
     float4 ra[BM * BK / 4 / THREADS], rb[BK * BN / 4 / THREADS];
     const int tiles = (K + BK - 1) / BK;
-    load_tile<BM, BK, THREADS>(A, M, K, K, m0, 0, tile_fast<BM, BK>(A, M, K, m0, 0), ra);
-    load_tile<BK, BN, THREADS>(B, K, N, N, 0, n0, tile_fast<BK, BN>(B, K, N, 0, n0), rb);
+    load_tile<BM, BK, THREADS>(A, M, K, K, m0, 0, tile_fast<BM, BK>(A, M, K, m0, 0, K), ra);
+    load_tile<BK, BN, THREADS>(B, K, N, N, 0, n0, tile_fast<BK, BN>(B, K, N, 0, n0, N), rb);
     store_a_transposed<BM, BK, THREADS, LDA>(As[0], ra);
     store_b<BK, BN, THREADS>(Bs[0], rb);
     __syncthreads();
@@ -360,8 +360,8 @@ matmul_double_buffered(const float* __restrict__ A, const float* __restrict__ B,
         const bool more = t + 1 < tiles;
         if (more) {  // issue the next tile's loads now; they complete while we compute
             int k0 = (t + 1) * BK;
-            load_tile<BM, BK, THREADS>(A, M, K, K, m0, k0, tile_fast<BM, BK>(A, M, K, m0, k0), ra);
-            load_tile<BK, BN, THREADS>(B, K, N, N, k0, n0, tile_fast<BK, BN>(B, K, N, k0, n0), rb);
+            load_tile<BM, BK, THREADS>(A, M, K, K, m0, k0, tile_fast<BM, BK>(A, M, K, m0, k0, K), ra);
+            load_tile<BK, BN, THREADS>(B, K, N, N, k0, n0, tile_fast<BK, BN>(B, K, N, k0, n0, N), rb);
         }
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
@@ -417,10 +417,19 @@ matmul_double_buffered(const float* __restrict__ A, const float* __restrict__ B,
 // FMA. Double buffered as step 7. Template parameters are the tuning knobs
 // (kernels/bench/matmul.py sweeps them); matmul_warptiled below is the
 // configuration the sweep chose on an H200.
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int THREADS, bool PREFETCH>
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int THREADS, bool PREFETCH, bool SPLIT = false>
 __device__ __forceinline__ void warptiled(const float* __restrict__ A, const float* __restrict__ B,
-                                          float* __restrict__ C, int M, int N, int K)
+                                          float* __restrict__ C, int M, int N, int K,
+                                          int lda, int ldb, int ldc, int k_split)
 {
+    // Block (x, y) computes the BM x BN tile (y, x) of C. With SPLIT, block
+    // (x, y, z) covers only K's slice z, k in [z * k_split, min(K, (z + 1) *
+    // k_split)), and writes its partial sums to plane z of C (a workspace,
+    // M rows of ldc floats each: matmul_general_t adds the planes). lda, ldb,
+    // ldc: the row lengths of A, B and C in memory.
+    const int k_begin = SPLIT ? blockIdx.z * k_split : 0;
+    const int k_end = SPLIT ? min(K, k_begin + k_split) : K;
+    if (SPLIT) C += (size_t)blockIdx.z * M * ldc;
     constexpr int WARPS_N = BN / WN;                       // warps along a row of the block tile
     constexpr int LANES_M = WM / TM, LANES_N = WN / TN;    // lanes of a warp along M and N
     static_assert((BM / WM) * (BN / WN) * 32 == THREADS, "one warp per warp tile");
@@ -438,9 +447,9 @@ __device__ __forceinline__ void warptiled(const float* __restrict__ A, const flo
     //                                col wn0 + (j/4)*(LANES_N*4) + ln*4 + j%4.
     float acc[TM][TN] = {{0.0f}};
     float4 ra[BM * BK / 4 / THREADS], rb[BK * BN / 4 / THREADS];
-    const int tiles = (K + BK - 1) / BK;
-    load_tile<BM, BK, THREADS>(A, M, K, K, m0, 0, tile_fast<BM, BK>(A, M, K, m0, 0), ra);
-    load_tile<BK, BN, THREADS>(B, K, N, N, 0, n0, tile_fast<BK, BN>(B, K, N, 0, n0), rb);
+    const int tiles = (k_end - k_begin + BK - 1) / BK;
+    load_tile<BM, BK, THREADS>(A, M, k_end, lda, m0, k_begin, tile_fast<BM, BK>(A, M, k_end, m0, k_begin, lda), ra);
+    load_tile<BK, BN, THREADS>(B, k_end, N, ldb, k_begin, n0, tile_fast<BK, BN>(B, k_end, N, k_begin, n0, ldb), rb);
     store_a_transposed<BM, BK, THREADS, LDA>(As[0], ra);
     store_b<BK, BN, THREADS>(Bs[0], rb);
     __syncthreads();
@@ -448,9 +457,9 @@ __device__ __forceinline__ void warptiled(const float* __restrict__ A, const flo
         const int cur = t & 1;
         const bool more = t + 1 < tiles;
         if (more) {
-            int k0 = (t + 1) * BK;
-            load_tile<BM, BK, THREADS>(A, M, K, K, m0, k0, tile_fast<BM, BK>(A, M, K, m0, k0), ra);
-            load_tile<BK, BN, THREADS>(B, K, N, N, k0, n0, tile_fast<BK, BN>(B, K, N, k0, n0), rb);
+            int k0 = k_begin + (t + 1) * BK;
+            load_tile<BM, BK, THREADS>(A, M, k_end, lda, m0, k0, tile_fast<BM, BK>(A, M, k_end, m0, k0, lda), ra);
+            load_tile<BK, BN, THREADS>(B, k_end, N, ldb, k0, n0, tile_fast<BK, BN>(B, k_end, N, k0, n0, ldb), rb);
         }
         const float* as = As[cur] + wm0 + lm * 4;
         const float* bs = Bs[cur] + wn0 + ln * 4;
@@ -488,7 +497,7 @@ __device__ __forceinline__ void warptiled(const float* __restrict__ A, const flo
         }
         __syncthreads();
     }
-    const bool fast_c = m0 + BM <= M && n0 + BN <= N && N % 4 == 0 && aligned16(C);
+    const bool fast_c = m0 + BM <= M && n0 + BN <= N && ldc % 4 == 0 && aligned16(C);
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
         int row = m0 + wm0 + (i / 4) * (LANES_M * 4) + lm * 4 + i % 4;
@@ -496,12 +505,12 @@ __device__ __forceinline__ void warptiled(const float* __restrict__ A, const flo
         for (int j = 0; j < TN; j += 4) {
             int col = n0 + wn0 + (j / 4) * (LANES_N * 4) + ln * 4;
             if (fast_c) {
-                *reinterpret_cast<float4*>(&C[row * N + col]) =
+                *reinterpret_cast<float4*>(&C[row * ldc + col]) =
                     make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
             } else {
 #pragma unroll
                 for (int jj = 0; jj < 4; ++jj)
-                    if (row < M && col + jj < N) C[row * N + col + jj] = acc[i][j + jj];
+                    if (row < M && col + jj < N) C[row * ldc + col + jj] = acc[i][j + jj];
             }
         }
     }
@@ -513,7 +522,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 matmul_warptiled_t(const float* __restrict__ A, const float* __restrict__ B,
                    float* __restrict__ C, int M, int N, int K)
 {
-    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, PREFETCH>(A, B, C, M, N, K);
+    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, PREFETCH>(A, B, C, M, N, K, K, N, N, K);
 }
 
 // Step 8 as siboehm's ladder would ship it: 128 x 128 block tile, BK = 8,
@@ -530,7 +539,7 @@ matmul_warptiled(const float* __restrict__ A, const float* __restrict__ B,
                  float* __restrict__ C, int M, int N, int K)
 {
     using namespace wt;
-    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, false>(A, B, C, M, N, K);
+    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, false>(A, B, C, M, N, K, K, N, N, K);
 }
 // --8<-- [end:matmul_warptiled]
 
@@ -544,7 +553,7 @@ matmul_register_prefetch(const float* __restrict__ A, const float* __restrict__ 
                          float* __restrict__ C, int M, int N, int K)
 {
     using namespace wt;
-    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, true>(A, B, C, M, N, K);
+    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, true>(A, B, C, M, N, K, K, N, N, K);
 }
 // --8<-- [end:matmul_register_prefetch]
 
@@ -565,9 +574,58 @@ matmul_autotuned(const float* __restrict__ A, const float* __restrict__ B,
                  float* __restrict__ C, int M, int N, int K)
 {
     using namespace at;
-    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, true>(A, B, C, M, N, K);
+    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, true>(A, B, C, M, N, K, K, N, N, K);
 }
 // --8<-- [end:matmul_autotuned]
+
+// --8<-- [start:matmul_shapes]
+// Shape-aware dispatch (kernels/matmul.py: plan, matmul): the step-10
+// template at any of a few tile sizes, with K split over blockIdx.z when
+// the tiles alone are too few to fill the SMs. Each slice writes its
+// partial sums to its own plane of a workspace W (M rows of ldw floats);
+// the last block of a tile to finish (a counter per tile, atomicAdd) adds
+// the planes in the order z = 0, 1, ... (the same sum whichever block
+// arrives last) into C and sets the counter back to 0 for the next call.
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int THREADS, int MIN_BLOCKS>
+__global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+matmul_general_t(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+                 int M, int N, int K, int k_split, float* __restrict__ W, int* __restrict__ tile_count)
+{
+    const int splits = gridDim.z;
+    const int ldw = (N + 3) / 4 * 4;  // 16-byte rows: float4 stores and loads
+    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, true, true>(A, B, splits == 1 ? C : W, M, N, K, K, N,
+                                                               splits == 1 ? N : ldw, k_split);
+    if (splits == 1) return;
+    __shared__ int last;
+    __threadfence();  // this thread's partial sums are visible to the whole GPU
+    __syncthreads();  // and so are every other thread's of this block
+    const int tile = blockIdx.y * gridDim.x + blockIdx.x;
+    if (threadIdx.x == 0) {
+        last = atomicAdd(&tile_count[tile], 1) == splits - 1;
+        if (last) tile_count[tile] = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    const size_t plane = (size_t)M * ldw;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    const bool c_vec = N % 4 == 0 && aligned16(C);
+    for (int q = threadIdx.x; q < BM * BN / 4; q += THREADS) {
+        const int r = m0 + q / (BN / 4), c = n0 + (q % (BN / 4)) * 4;
+        if (r >= M || c >= N) continue;
+        float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int z = 0; z < splits; ++z) {  // __ldcg: from L2, where the other blocks' stores are
+            float4 w = __ldcg(reinterpret_cast<const float4*>(&W[z * plane + (size_t)r * ldw + c]));
+            s.x += w.x; s.y += w.y; s.z += w.z; s.w += w.w;
+        }
+        if (c_vec && c + 4 <= N) {
+            *reinterpret_cast<float4*>(&C[(size_t)r * N + c]) = s;
+        } else {
+            const float v[4] = {s.x, s.y, s.z, s.w};
+            for (int j = 0; j < 4 && c + j < N; ++j) C[(size_t)r * N + c + j] = v[j];
+        }
+    }
+}
+// --8<-- [end:matmul_shapes]
 
 // --8<-- [start:source_001]
 // Source 001's three matmul kernels, as it prints them (only extern "C"
