@@ -181,8 +181,9 @@ def cublas_matmul(A, B, C):
 # ------------------------------------------------- shape-aware dispatch --
 
 # --8<-- [start:dispatch]
-# Tiles of matmul_general_t (kernels/cuda/matmul.cu): the step-10 template
-# at four sizes, K split over blockIdx.z when the tiles are too few.
+# Tiles of matmul_general_t and matmul_splitk_t (kernels/cuda/matmul.cu):
+# the step-10 template at four sizes, K split over blockIdx.z when the
+# tiles are too few for the SMs.
 # (BM, BN, BK, WM, WN, TM, TN, THREADS, MIN_BLOCKS)
 TILES = {
     "128x128": (128, 128, 16, 32, 128, 8, 16, 128, 2),  # step 10
@@ -195,10 +196,11 @@ MIN_K_SLICE = 128  # no slice shorter than this
 
 # The planner's model, fitted to topic matmul_shapes' tuning records on an
 # H200 (`python -m kernels.bench.matmul_shapes --fit` prints these values
-# from the results file; tests/test_matmul.py checks that they match it).
-SM_GFLOPS = {"128x128": 339.0, "128x64": 323.0, "64x128": 335.0, "64x64": 264.0}   # an SM full of blocks
-BLOCK_GFLOPS = {"128x128": 182.0, "128x64": 198.0, "64x128": 202.0, "64x64": 104.0}  # one block alone
-SPLIT_US = 5.0       # a split's fixed cost (the last blocks' sums), microseconds
+# from the results file; its claims check that, with them, plan() picks a
+# candidate close to the fastest one measured for every shape).
+SM_GFLOPS = {"128x128": 345.0, "128x64": 305.0, "64x128": 335.0, "64x64": 277.0}   # an SM full of blocks
+BLOCK_GFLOPS = {"128x128": 175.0, "128x64": 229.0, "64x128": 222.0, "64x64": 120.0}  # one block alone
+SPLIT_US = 11.6      # a split's fixed cost (the last blocks' sums), microseconds
 SPLIT_GBPS = 3000.0  # and its traffic: every slice's partial sums written and read
 
 
@@ -240,11 +242,12 @@ def plan(M: int, N: int, K: int, sms: int, per_sm: dict[str, int]) -> Plan:
 
 
 @functools.cache
-def general_kernel(tile: str):
-    """matmul_general_t at one of TILES (an NVRTC module each)."""
+def general_kernel(tile: str, split: bool = False):
+    """matmul_general_t (or, with split, matmul_splitk_t) at one of TILES:
+    an NVRTC module each."""
     import cupy as cp
 
-    name = f"matmul_general_t<{','.join(str(v) for v in TILES[tile])}>"
+    name = f"matmul_{'splitk' if split else 'general'}_t<{','.join(str(v) for v in TILES[tile])}>"
     mod = cp.RawModule(code=CUDA_SOURCE.read_text(), options=("--std=c++17",), name_expressions=[name])
     return mod.get_function(name)
 
@@ -297,9 +300,12 @@ def matmul(A, B, C=None, *, force: tuple[str, int] | None = None):
     p = plan_for(M, N, K, cp.cuda.Device().id) if force is None else make_plan(K, *force)
     bm, bn, threads = TILES[p.tile][0], TILES[p.tile][1], TILES[p.tile][7]
     grid = (math.ceil(N / bn), math.ceil(M / bm), p.splits)
-    W, count = split_buffers(p.splits * M * (-(-N // 4) * 4), grid[0] * grid[1]) if p.splits > 1 else (C, C)
-    general_kernel(p.tile)(grid, (threads,), (A, B, C, np.int32(M), np.int32(N), np.int32(K),
-                                              np.int32(p.k_split), W, count))
+    if p.splits == 1:
+        general_kernel(p.tile)(grid, (threads,), (A, B, C, np.int32(M), np.int32(N), np.int32(K)))
+    else:
+        W, count = split_buffers(p.splits * M * (-(-N // 4) * 4), grid[0] * grid[1])
+        general_kernel(p.tile, split=True)(grid, (threads,), (A, B, C, np.int32(M), np.int32(N), np.int32(K),
+                                                              np.int32(p.k_split), W, count))
     return C
 # --8<-- [end:dispatch]
 

@@ -580,8 +580,8 @@ matmul_autotuned(const float* __restrict__ A, const float* __restrict__ B,
 
 // --8<-- [start:matmul_shapes]
 // Shape-aware dispatch (kernels/matmul.py: plan, matmul): the step-10
-// template at any of a few tile sizes, with K split over blockIdx.z when
-// the tiles alone are too few to fill the SMs. Each slice writes its
+// template at any of a few tile sizes, and with K split over blockIdx.z
+// when the tiles alone are too few to fill the SMs. Each slice writes its
 // partial sums to its own plane of a workspace W (M rows of ldw floats);
 // the last block of a tile to finish (a counter per tile, atomicAdd) adds
 // the planes in the order z = 0, 1, ... (the same sum whichever block
@@ -589,13 +589,20 @@ matmul_autotuned(const float* __restrict__ A, const float* __restrict__ B,
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int THREADS, int MIN_BLOCKS>
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 matmul_general_t(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-                 int M, int N, int K, int k_split, float* __restrict__ W, int* __restrict__ tile_count)
+                 int M, int N, int K)
+{
+    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, true>(A, B, C, M, N, K, K, N, N, K);
+}
+
+// The same with K split over blockIdx.z (gridDim.z > 1 slices of k_split).
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int THREADS, int MIN_BLOCKS>
+__global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+matmul_splitk_t(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+                int M, int N, int K, int k_split, float* __restrict__ W, int* __restrict__ tile_count)
 {
     const int splits = gridDim.z;
     const int ldw = (N + 3) / 4 * 4;  // 16-byte rows: float4 stores and loads
-    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, true, true>(A, B, splits == 1 ? C : W, M, N, K, K, N,
-                                                               splits == 1 ? N : ldw, k_split);
-    if (splits == 1) return;
+    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, true, true>(A, B, W, M, N, K, K, N, ldw, k_split);
     __shared__ int last;
     __threadfence();  // this thread's partial sums are visible to the whole GPU
     __syncthreads();  // and so are every other thread's of this block
