@@ -111,7 +111,7 @@ def numba_kernel_attributes(dispatcher, threads: int) -> dict:
     kern = next(iter(dispatcher.overloads.values()))
     sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
     blocks = kern.max_cooperative_grid_blocks(threads) // sms
-    max_warps = cuda.get_current_device().MAX_THREADS_PER_MULTI_PROCESSOR // 32
+    max_warps = cuda.get_current_device().MAX_THREADS_PER_MULTIPROCESSOR // 32
     return {"regs": int(kern.regs_per_thread), "smem_bytes": int(kern.shared_mem_per_block),
             "local_bytes": int(kern.local_mem_per_thread), "blocks_per_sm": int(blocks),
             "occupancy": blocks * -(-threads // 32) / max_warps}
