@@ -273,7 +273,12 @@ def claims(data: dict) -> None:
         assert nb["register_blocked"][n]["tflops"] > 1.5 * nb["smem_tiled"][n]["tflops"]
         assert nb["unrolled"][n]["tflops"] < nb["register_blocked"][n]["tflops"]
     assert nb["register_blocked"][1024]["tflops"] < 1.5 * nb["smem_tiled"][1024]["tflops"]
-    assert max(r["ratio"] for v in nb for r in nb[v].values()) < 1 / 3
+    for n in (4096, 8192):  # step 5: unsigned indices, the only change from register_blocked
+        assert max(nb[v][n]["ratio"] for v in nb if v != "unsigned") < 1 / 3
+        assert nb["unsigned"][n]["ratio"] >= 0.5                               # the issue's goal
+        assert nb["unsigned"][n]["tflops"] > 1.9 * nb["register_blocked"][n]["tflops"]
+    assert all(nb[v][4096]["occupancy"] == 0.125 and nb[v][4096]["local_bytes"] == 0
+               for v in ("register_blocked", "unsigned"))                     # 8 warps per SM, no spills
     # the sources' tables, against our coalesced step (their "naive")
     assert ms["smem_tiled16"] / ms["coalesced"] > 0.5 and e["smem_tiled16"] / e["coalesced"] > 0.5  # 000
     assert 0.5 < (ms["register_prefetch"] / ms["coalesced"]) / 0.12 < 2                              # 000

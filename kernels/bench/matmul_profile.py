@@ -173,8 +173,13 @@ def claims(data: dict) -> None:
     assert rb["instructions"] > 1.8 * us["instructions"]          # half the instructions
     assert us["instructions"] > 1.2 * at["instructions"]          # still more than CUDA C
     assert rb["fma_pipe_active"] < us["fma_pipe_active"] < at["fma_pipe_active"]
+    # 1000x1013x777: as many warps resident and about as many instructions as cuBLAS,
+    # but far fewer issued per cycle: waiting on shared memory (short_scoreboard)
     d, c = rows["cupy", "dispatch"], rows["cublas", "sgemm"]
-    assert d["warps_active"] < c["warps_active"] or d["ratio"] < 1
+    assert abs(d["warps_active"] - c["warps_active"]) < 0.02
+    assert abs(d["instructions"] / c["instructions"] - 1) < 0.1
+    assert d["issue_active"] < 0.75 * c["issue_active"] and d["ratio"] < 0.85
+    assert d["top_stall"] == "short_scoreboard"
 
 
 if __name__ == "__main__":
