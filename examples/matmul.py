@@ -12,6 +12,8 @@
 #     python matmul.py --size 1000 --impl numba
 #
 # Copy with it: kernels/cuda/matmul.cu (the CUDA C steps; beside this file).
+# On a GPU it also checks the shape-aware dispatch (a tile and a split of K
+# picked by shape) at odd shapes.
 # Needs numpy and numba-cuda, and cupy for the CUDA C steps (skipped, with a
 # message, when there is no GPU). Without a GPU the Numba steps run in Numba's
 # CUDA simulator, at 33 x 17 x 29 and 1 x 1 x 1 (it is slow).
@@ -92,7 +94,7 @@ def check_matmul(C, A, B, rtol=1e-5):
 
 # %%
 # --8<-- [start:numba_import]
-from numba import cuda, float32  # noqa: E402
+from numba import cuda, float32, uint64  # noqa: E402
 from numba.cuda.misc.special import literal_unroll  # noqa: E402  (the CUDA target's own)
 
 TILE = 16  # smem_tiled: a TILE x TILE block of threads, one output each
@@ -106,6 +108,7 @@ WARPS_N = BN // (LANES_N * TN)  # 2 warps side by side in N, 4 in M
 LDA = BM + 4  # the transposed A tile, padded against bank conflicts
 LOADS = BM * BK // THREADS  # elements of each tile one thread loads (8)
 K_STEPS = tuple(range(BK))  # for literal_unroll: one copy of the body per k
+U = uint64  # an unsigned index: Numba skips the wraparound of negative ones
 # --8<-- [end:numba_import]
 
 
@@ -143,7 +146,7 @@ def matmul_smem_tiled_kernel(A, B, C, M, N, K):
 
 
 # --8<-- [start:numba_load_tiles]
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def load_tiles(A, B, ra, rb, M, N, K, m0, n0, k0, full):
     """This thread's LOADS elements of the A and B tiles at k0, into
     registers; zeros outside the matrices. `full` (the whole tile is
@@ -153,34 +156,34 @@ def load_tiles(A, B, ra, rb, M, N, K, m0, n0, k0, full):
         e = tid + i * THREADS
         m, k = e // BK, e % BK  # A: consecutive threads along a row
         if full:
-            ra[i] = A[m0 + m, k0 + k]
+            ra[i] = A[U(m0 + m), U(k0 + k)]
         else:
-            ra[i] = A[m0 + m, k0 + k] if m0 + m < M and k0 + k < K else float32(0.0)
+            ra[i] = A[U(m0 + m), U(k0 + k)] if m0 + m < M and k0 + k < K else float32(0.0)
         k, n = e // BN, e % BN  # B: consecutive threads along a row
         if full:
-            rb[i] = B[k0 + k, n0 + n]
+            rb[i] = B[U(k0 + k), U(n0 + n)]
         else:
-            rb[i] = B[k0 + k, n0 + n] if k0 + k < K and n0 + n < N else float32(0.0)
+            rb[i] = B[U(k0 + k), U(n0 + n)] if k0 + k < K and n0 + n < N else float32(0.0)
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def store_tiles(As, Bs, ra, rb):
     """The registers into shared memory, the A tile transposed (As[k, m])."""
     tid = cuda.threadIdx.x
     for i in range(LOADS):
         e = tid + i * THREADS
-        As[e % BK, e // BK] = ra[i]
-        Bs[e // BN, e % BN] = rb[i]
+        As[U(e % BK), U(e // BK)] = ra[i]
+        Bs[U(e // BN), U(e % BN)] = rb[i]
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def store_c(C, acc, M, N, row0, col0):
     for i in range(TM):
         row = row0 + (i // 4) * (LANES_M * 4) + i % 4
         for j in range(TN):
             col = col0 + (j // 4) * (LANES_N * 4) + j % 4
             if row < M and col < N:
-                C[row, col] = acc[i, j]
+                C[U(row), U(col)] = acc[i, j]
 # --8<-- [end:numba_load_tiles]
 
 
@@ -258,6 +261,43 @@ def matmul_unrolled_kernel(A, B, C, M, N, K):
 # --8<-- [end:numba_unrolled]
 
 
+# --8<-- [start:numba_unsigned]
+@cuda.jit
+def matmul_unsigned_kernel(A, B, C, M, N, K):
+    As = cuda.shared.array((BK, LDA), float32)
+    Bs = cuda.shared.array((BK, BN), float32)
+    acc = cuda.local.array((TM, TN), float32)  # constant indices after unrolling: registers
+    a = cuda.local.array(TM, float32)
+    b = cuda.local.array(TN, float32)
+    ra = cuda.local.array(LOADS, float32)  # the next tile, on its way from global memory
+    rb = cuda.local.array(LOADS, float32)
+    m0, n0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+    warp, lane = cuda.threadIdx.x // 32, cuda.threadIdx.x % 32
+    wm0 = (warp // WARPS_N) * (LANES_M * TM) + (lane // LANES_N) * 4  # first row of this thread
+    wn0 = (warp % WARPS_N) * (LANES_N * TN) + (lane % LANES_N) * 4    # first column
+    for i in range(TM):
+        for j in range(TN):
+            acc[i, j] = float32(0.0)
+    inside = m0 + BM <= M and n0 + BN <= N
+    load_tiles(A, B, ra, rb, M, N, K, m0, n0, 0, inside and BK <= K)
+    for k0 in range(0, K, BK):
+        store_tiles(As, Bs, ra, rb)
+        cuda.syncthreads()  # the tiles are complete
+        if k0 + BK < K:  # the next tile's loads fly while we compute
+            load_tiles(A, B, ra, rb, M, N, K, m0, n0, k0 + BK, inside and k0 + 2 * BK <= K)
+        for k in range(BK):
+            for i in range(TM):  # pieces of 4, LANES_M * 4 rows apart
+                a[i] = As[U(k), U(wm0 + (i // 4) * (LANES_M * 4) + i % 4)]
+            for j in range(TN):
+                b[j] = Bs[U(k), U(wn0 + (j // 4) * (LANES_N * 4) + j % 4)]
+            for i in range(TM):
+                for j in range(TN):
+                    acc[i, j] += a[i] * b[j]
+        cuda.syncthreads()  # all reads done before the next store
+    store_c(C, acc, M, N, m0 + wm0, n0 + wn0)
+# --8<-- [end:numba_unsigned]
+
+
 # %%
 # --8<-- [start:numba_check]
 from numba import cuda
@@ -288,7 +328,8 @@ def numba_ladder(shapes):
     steps = {"naive": (matmul_naive_kernel, (16, 16), (16, 16)),
              "smem_tiled": (matmul_smem_tiled_kernel, (TILE, TILE), (TILE, TILE)),
              "register_blocked": (matmul_register_blocked_kernel, THREADS, (BM, BN)),
-             "unrolled": (matmul_unrolled_kernel, THREADS, (BM, BN))}
+             "unrolled": (matmul_unrolled_kernel, THREADS, (BM, BN)),
+             "unsigned": (matmul_unsigned_kernel, THREADS, (BM, BN))}
     for name, (kernel, threads, tile) in steps.items():
         print(f"numba {name:18s}", end=" ")
         check_numba(kernel, threads, tile, shapes)
@@ -298,6 +339,42 @@ def numba_ladder(shapes):
 # ## CuPy: the CUDA C steps of matmul.cu
 
 # %%
+# --8<-- [start:check_operands]
+def check_operands(A, B, C, *, lib="cupy"):
+    """A (M x K), B (K x N), C (M x N, or None): float32, 2-D, C-contiguous
+    CuPy arrays (lib: "cupy", the only kind these launchers take) with
+    matching inner dimensions, C sharing no byte with A or B; returns (M, N, K)."""
+    import cupy as cp
+
+    if lib != "cupy":
+        raise ValueError(f"lib must be 'cupy', got {lib!r}")
+    for name, x in (("A", A), ("B", B), ("C", C)):
+        if x is None:
+            continue
+        if not isinstance(x, cp.ndarray):
+            raise TypeError(f"{name} must be a cupy.ndarray on the GPU, got {type(x).__name__}")
+        if x.dtype != cp.float32:
+            raise TypeError(f"{name} must have dtype float32, got {x.dtype}")
+        if x.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {x.shape}")
+        if not x.flags.c_contiguous:
+            raise ValueError(f"{name} must be C-contiguous (the kernels index rows as row * K)")
+    (M, K), (K2, N) = A.shape, B.shape
+    if K2 != K:
+        raise ValueError(f"inner dimensions differ: A is {M}x{K} but B is {K2}x{N} (B must have {K} rows)")
+    if C is not None and C.shape != (M, N):
+        raise ValueError(f"C must have shape ({M}, {N}), got {C.shape}")
+    for name, x in (("A", A), ("B", B)):  # __restrict__: C shares no byte with A or B
+        if C is not None and cp.may_share_memory(C, x):
+            raise ValueError(f"C must not overlap {name}: other threads still read {name} while C is written")
+    if min(M, N, K) < 1:
+        raise ValueError(f"every dimension must be >= 1, got M={M}, N={N}, K={K}")
+    if max(M * K, K * N, M * N) >= 2**31:
+        raise ValueError("a matrix has 2^31 elements or more: the kernels index with 32-bit int")
+    return M, N, K
+# --8<-- [end:check_operands]
+
+
 # --8<-- [start:cupy_launcher]
 import functools
 
@@ -338,29 +415,7 @@ def matmul_cupy(A, B, C=None, *, variant="autotuned"):
 
     if not (variant in STEPS or isinstance(variant, tuple)):
         raise ValueError(f"variant must be one of {tuple(STEPS)} or a template configuration, got {variant!r}")
-    for name, x in (("A", A), ("B", B), ("C", C)):
-        if x is None:
-            continue
-        if not isinstance(x, cp.ndarray):
-            raise TypeError(f"{name} must be a cupy.ndarray on the GPU, got {type(x).__name__}")
-        if x.dtype != cp.float32:
-            raise TypeError(f"{name} must have dtype float32, got {x.dtype}")
-        if x.ndim != 2:
-            raise ValueError(f"{name} must be 2-D, got shape {x.shape}")
-        if not x.flags.c_contiguous:
-            raise ValueError(f"{name} must be C-contiguous (the kernels index rows as row * K)")
-    (M, K), (K2, N) = A.shape, B.shape
-    if K2 != K:
-        raise ValueError(f"inner dimensions differ: A is {M}x{K} but B is {K2}x{N} (B must have {K} rows)")
-    if C is not None and C.shape != (M, N):
-        raise ValueError(f"C must have shape ({M}, {N}), got {C.shape}")
-    for name, x in (("A", A), ("B", B)):  # __restrict__: C shares no byte with A or B
-        if C is not None and cp.may_share_memory(C, x):
-            raise ValueError(f"C must not overlap {name}: other threads still read {name} while C is written")
-    if min(M, N, K) < 1:
-        raise ValueError(f"every dimension must be >= 1, got M={M}, N={N}, K={K}")
-    if max(M * K, K * N, M * N) >= 2**31:
-        raise ValueError("a matrix has 2^31 elements or more: the kernels index with 32-bit int")
+    M, N, K = check_operands(A, B, C)
     if C is None:
         C = cp.empty((M, N), dtype=cp.float32)
     kernel, bm, bn, threads = step_kernel(variant)
@@ -371,6 +426,179 @@ def matmul_cupy(A, B, C=None, *, variant="autotuned"):
     kernel(blocks, threads, (A, B, C, np.int32(M), np.int32(N), np.int32(K)))
     return C
 # --8<-- [end:cupy_launcher]
+
+
+# %% [markdown]
+# ## Shape-aware dispatch (copies of kernels/matmul.py, kept identical by the handbook's tests)
+
+# %%
+# --8<-- [start:dispatch_plan]
+import dataclasses  # noqa: E402
+
+# Tiles of matmul_general_t and matmul_splitk_t (kernels/cuda/matmul.cu):
+# the step-10 template at four sizes, K split over blockIdx.z when the
+# tiles are too few for the SMs.
+# (BM, BN, BK, WM, WN, TM, TN, THREADS, MIN_BLOCKS)
+TILES = {
+    "128x128": (128, 128, 16, 32, 128, 8, 16, 128, 2),  # step 10
+    "128x64": (128, 64, 16, 64, 32, 8, 8, 128, 3),
+    "64x128": (64, 128, 16, 32, 64, 8, 8, 128, 3),
+    "64x64": (64, 64, 16, 32, 32, 4, 8, 128, 4),
+}
+SPLITS = (1, 2, 3, 4, 6, 8)  # slices of K the planner considers
+MIN_K_SLICE = 128  # no slice shorter than this
+
+# The planner's model: rates fitted (least squares in log time) to the
+# tuning records of a first run of topic matmul_shapes on an H200, at
+# commit 52dbcd3. `python -m kernels.bench.matmul_shapes --fit` refits them
+# from the results file; the topic's claims check that with these values
+# plan() picks, for every shape, a candidate within 15 % of the fastest
+# one measured in the committed run.
+SM_GFLOPS = {"128x128": 345.0, "128x64": 305.0, "64x128": 335.0, "64x64": 277.0}   # an SM full of blocks
+BLOCK_GFLOPS = {"128x128": 175.0, "128x64": 229.0, "64x128": 222.0, "64x64": 120.0}  # one block alone
+SPLIT_US = 11.6      # a split's fixed cost (the last blocks' sums), microseconds
+SPLIT_GBPS = 3000.0  # and its traffic: every slice's partial sums written and read
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    tile: str     # a key of TILES
+    splits: int   # slices of K (1: no split, no workspace)
+    k_split: int  # the length of each slice, a multiple of BK
+
+
+def make_plan(K: int, tile: str, splits: int) -> Plan:
+    bk = TILES[tile][2]
+    k_split = -(-K // (splits * bk)) * bk
+    return Plan(tile, -(-K // k_split), k_split)
+
+
+def plan_cost(M: int, N: int, K: int, p: Plan, sms: int, per_sm: int) -> float:
+    """Modelled microseconds. The busiest SM decides: it runs
+    ceil(blocks / sms) blocks, per_sm at a time at the full SM's rate, and
+    a last round of fewer blocks no faster than one block alone can go."""
+    bm, bn = TILES[p.tile][:2]
+    blocks = -(-M // bm) * -(-N // bn) * p.splits
+    rounds, rest = divmod(-(-blocks // sms), per_sm)
+    mflop = 2 * bm * bn * p.k_split / 1e3  # one block's work, in units of 1e3 FLOP: us at GFLOP/s
+    t = rounds * per_sm * mflop / SM_GFLOPS[p.tile]
+    if rest:
+        t += max(rest * mflop / SM_GFLOPS[p.tile], mflop / BLOCK_GFLOPS[p.tile])
+    if p.splits > 1:
+        t += SPLIT_US + 2 * p.splits * M * N * 4 / (SPLIT_GBPS * 1e3)
+    return t
+
+
+def plan(M: int, N: int, K: int, sms: int, per_sm: dict[str, int]) -> Plan:
+    """The tile and split of K with the lowest plan_cost. per_sm: blocks of
+    each tile resident on one SM (the driver's occupancy answer)."""
+    plans = {make_plan(K, tile, s) for tile in TILES for s in SPLITS if s == 1 or K // s >= MIN_K_SLICE}
+    return min(sorted(plans, key=lambda p: (p.tile, p.splits)),
+               key=lambda p: plan_cost(M, N, K, p, sms, per_sm[p.tile]))
+# --8<-- [end:dispatch_plan]
+
+
+# --8<-- [start:dispatch]
+import functools  # noqa: E402
+import math  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+
+@functools.cache
+def general_kernel(tile: str, split: bool = False):
+    """matmul_general_t (or, with split, matmul_splitk_t) at one of TILES:
+    an NVRTC module each."""
+    import cupy as cp
+
+    name = f"matmul_{'splitk' if split else 'general'}_t<{','.join(str(v) for v in TILES[tile])}>"
+    mod = cp.RawModule(code=find_cuda_source("matmul.cu").read_text(), options=("--std=c++17",),
+                       name_expressions=[name])
+    return mod.get_function(name)
+
+
+@functools.cache
+def blocks_per_sm(device_id: int) -> tuple[int, dict[str, int]]:
+    """(SMs, blocks of each tile resident on one SM), from the driver
+    (cudaOccupancyMaxActiveBlocksPerMultiprocessor)."""
+    import cupy as cp
+
+    with cp.cuda.Device(device_id) as dev:
+        occupancy = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor
+        return (dev.attributes["MultiProcessorCount"],
+                {t: occupancy(general_kernel(t).kernel.ptr, TILES[t][7], 0) for t in TILES})
+
+
+@functools.lru_cache(maxsize=256)
+def plan_for(M: int, N: int, K: int, device_id: int) -> Plan:
+    """plan() on this GPU, remembered per shape (the host's time counts for small problems)."""
+    return plan(M, N, K, *blocks_per_sm(device_id))
+
+
+SPLIT_BUFFERS: dict = {}  # (device, stream) -> (workspace, tile counters), grown when too small
+
+
+def split_buffers(floats: int, tiles: int):
+    """A workspace of at least `floats` float32 and `tiles` zeroed counters
+    for this device and stream, kept between calls (the kernel resets the
+    counters it uses)."""
+    import cupy as cp
+
+    key = (cp.cuda.Device().id, cp.cuda.get_current_stream().ptr)
+    W, count = SPLIT_BUFFERS.get(key, (None, None))
+    if W is None or W.size < floats:
+        W = cp.empty(floats, dtype=cp.float32)
+    if count is None or count.size < tiles:
+        count = cp.zeros(tiles, dtype=cp.int32)
+    SPLIT_BUFFERS[key] = (W, count)
+    return W, count
+
+
+def matmul(A, B, C=None, *, force: tuple[str, int] | None = None):
+    """C = A @ B (float32 CuPy matrices) by the plan for their shape;
+    `force=(tile, splits)` overrides the plan (the bench's tuning sweep)."""
+    import cupy as cp
+
+    M, N, K = check_operands(A, B, C, lib="cupy")
+    if C is None:
+        C = cp.empty((M, N), dtype=cp.float32)
+    p = plan_for(M, N, K, cp.cuda.Device().id) if force is None else make_plan(K, *force)
+    bm, bn, threads = TILES[p.tile][0], TILES[p.tile][1], TILES[p.tile][7]
+    grid = (math.ceil(N / bn), math.ceil(M / bm), p.splits)
+    if p.splits == 1:
+        general_kernel(p.tile)(grid, (threads,), (A, B, C, np.int32(M), np.int32(N), np.int32(K)))
+    else:
+        W, count = split_buffers(p.splits * M * (-(-N // 4) * 4), grid[0] * grid[1])
+        general_kernel(p.tile, split=True)(grid, (threads,), (A, B, C, np.int32(M), np.int32(N), np.int32(K),
+                                                              np.int32(p.k_split), W, count))
+    return C
+# --8<-- [end:dispatch]
+
+
+# --8<-- [start:dispatch_check]
+def check_dispatch(shapes=((1, 1, 1), (1000, 1013, 777), (130, 129, 4097)), seed=0):
+    """matmul() by its own plan and at every tile with and without a split of
+    K, each twice in a row (the second call finds the tile counters the first
+    one reset), against NumPy in float64 with C poisoned first. Returns the
+    plan of each shape."""
+    import cupy as cp
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    plans = {}
+    for M, N, K in shapes:
+        A = rng.standard_normal((M, K), dtype=np.float32)
+        B = rng.standard_normal((K, N), dtype=np.float32)
+        a, b = cp.asarray(A), cp.asarray(B)
+        for force in [None] + [(tile, s) for tile in TILES for s in (1, 3)]:
+            for _ in range(2):
+                C = cp.full((M, N), cp.nan, dtype=cp.float32)
+                matmul(a, b, C, force=force)
+                check_matmul(C.get(), A, B)
+        plans[M, N, K] = plan_for(M, N, K, cp.cuda.Device().id)
+    assert all(not count.any() for _, count in SPLIT_BUFFERS.values()), "a tile counter was left set"
+    return plans
+# --8<-- [end:dispatch_check]
 
 
 # %%
@@ -520,6 +748,8 @@ def main(argv=None):
             print("cupy: skipped (needs a CUDA GPU)")
         else:
             cupy_ladder(((M, N, K, 0),) + SHAPES[1:])
+            for shape, p in check_dispatch(((M, N, K), (1000, 1013, 777), (130, 129, 4097))).items():
+                print(f"dispatch {shape}: {p}")
             time_ladder(n=4096 if args.size >= 1000 else 1024)
             source_001_table(2048 if args.size >= 1000 else 256)
 

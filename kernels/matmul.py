@@ -23,6 +23,7 @@ import numpy as np
 
 from . import checks
 from .device import CUDA_DIR, cupy_module
+from .standalone import find_cuda_source
 
 CUDA_SOURCE = Path(__file__).with_name("cuda") / "matmul.cu"
 VARIANTS = ("naive", "coalesced", "smem_tiled16", "smem_tiled32", "blocktile_1d",
@@ -180,7 +181,9 @@ def cublas_matmul(A, B, C):
 
 # ------------------------------------------------- shape-aware dispatch --
 
-# --8<-- [start:dispatch]
+# --8<-- [start:dispatch_plan]
+import dataclasses  # noqa: E402
+
 # Tiles of matmul_general_t and matmul_splitk_t (kernels/cuda/matmul.cu):
 # the step-10 template at four sizes, K split over blockIdx.z when the
 # tiles are too few for the SMs.
@@ -241,6 +244,14 @@ def plan(M: int, N: int, K: int, sms: int, per_sm: dict[str, int]) -> Plan:
     plans = {make_plan(K, tile, s) for tile in TILES for s in SPLITS if s == 1 or K // s >= MIN_K_SLICE}
     return min(sorted(plans, key=lambda p: (p.tile, p.splits)),
                key=lambda p: plan_cost(M, N, K, p, sms, per_sm[p.tile]))
+# --8<-- [end:dispatch_plan]
+
+
+# --8<-- [start:dispatch]
+import functools  # noqa: E402
+import math  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 
 @functools.cache
@@ -250,20 +261,21 @@ def general_kernel(tile: str, split: bool = False):
     import cupy as cp
 
     name = f"matmul_{'splitk' if split else 'general'}_t<{','.join(str(v) for v in TILES[tile])}>"
-    mod = cp.RawModule(code=CUDA_SOURCE.read_text(), options=("--std=c++17",), name_expressions=[name])
+    mod = cp.RawModule(code=find_cuda_source("matmul.cu").read_text(), options=("--std=c++17",),
+                       name_expressions=[name])
     return mod.get_function(name)
 
 
 @functools.cache
 def blocks_per_sm(device_id: int) -> tuple[int, dict[str, int]]:
-    """(SMs, blocks of each tile resident on one SM), from the driver."""
+    """(SMs, blocks of each tile resident on one SM), from the driver
+    (cudaOccupancyMaxActiveBlocksPerMultiprocessor)."""
     import cupy as cp
 
-    from .device import driver_blocks_per_sm
-
     with cp.cuda.Device(device_id) as dev:
+        occupancy = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor
         return (dev.attributes["MultiProcessorCount"],
-                {t: driver_blocks_per_sm(general_kernel(t), TILES[t][7]) for t in TILES})
+                {t: occupancy(general_kernel(t).kernel.ptr, TILES[t][7], 0) for t in TILES})
 
 
 @functools.lru_cache(maxsize=256)

@@ -218,6 +218,17 @@ def claims(data: dict) -> None:
         assert r["ratio"] >= step10[shape]["ratio"] * 0.97, shape   # never clearly worse than one tile
     for shape, picked, best in picks(data):
         assert picked["ms"] <= 1.15 * best["ms"], (shape, picked["variant"], best["variant"])
+    short = (1000, 1013, 777)  # the one shape below the goal, and why (topic matmul_profile)
+    assert all(r["ratio"] >= 0.85 for s, r in disp.items() if s != short), \
+        {s: r["ratio"] for s, r in disp.items() if r["ratio"] < 0.85}
+    assert disp[short]["ratio"] < 0.85 and disp[short]["ratio"] > 2 * step10[short]["ratio"]
+    # one tile for every shape: short of the goal on the small, odd and unlucky ones
+    assert {s for s, r in step10.items() if r["ratio"] < 0.85} == {
+        (512, 512, 512), (1024, 1024, 1024), short, (4097, 4097, 4097), (3000, 3000, 3000)}
+    # the wave-quantization cases take the 64x128 tile, the small ones split K
+    assert disp[4097, 4097, 4097]["tile"] == disp[3000, 3000, 3000]["tile"] == "64x128"
+    assert disp[512, 512, 512]["splits"] > 1 and disp[1024, 1024, 1024]["splits"] > 1
+    assert disp[4096, 4096, 4096]["splits"] == 1
 
 
 def sanitize() -> None:
