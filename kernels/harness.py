@@ -192,6 +192,36 @@ class ClockSampler:
                 "clock_samples": len(self.clocks)}
 
 
+# Counters every profile topic reads (record key -> ncu metric), the warp
+# stall reasons as warps stalled per issued instruction, and their labels.
+NCU_COMMON = {
+    "warps_active": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "issue_active": "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    "duration_ns": "gpu__time_duration.sum",
+}
+NCU_PERCENT = ("warps_active", "issue_active")
+NCU_LABELS = {
+    "warps_active": ("驻留 warp（占峰值）", "warps resident (of peak)"),
+    "issue_active": ("发射槽占用", "issue slots used"),
+    "top_stall": ("最主要的停顿原因", "top stall reason"),
+}
+
+
+def ncu_stall_metrics(stalls: Sequence[str]) -> dict[str, str]:
+    """{"stall_<reason>": ncu's metric of warps stalled for it per issued instruction}."""
+    return {f"stall_{s}": f"smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio" for s in stalls}
+
+
+def ncu_fields(measured: dict, percent: Sequence[str], stalls: Sequence[str]) -> dict:
+    """A record's fields from one kernel's counters: percentages as
+    fractions, the time left out (the record's ms), the largest stall named
+    in top_stall."""
+    fields = {k: (v / 100 if k in percent else v) for k, v in measured.items() if k not in ("err", "duration_ns")}
+    fields["top_stall"] = max(stalls, key=lambda s: measured[f"stall_{s}"])
+    fields["profiler"] = "ncu --clock-control none"
+    return fields
+
+
 def ncu_metrics(metrics: Sequence[str], kernel_regex: str, child: Sequence[str], *, need: str,
                 timeout: float = 600) -> tuple[list[tuple[str, str, float]], list[str]]:
     """Profile `python -m <child...>` with Nsight Compute, clocks left alone

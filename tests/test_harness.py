@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels import results
+from kernels import harness, results
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -148,3 +148,14 @@ def test_ncu_metrics_says_what_is_missing_or_failed(tmp_path, monkeypatch):
     _fake_ncu(tmp_path, 'print("==ERROR== no kernel profiled"); sys.exit(1)')
     with pytest.raises(RuntimeError, match=r"ncu failed \(1\):\n==ERROR== no kernel profiled"):
         harness.ncu_metrics(["m"], "k", ["c"], need="a test")
+
+
+def test_ncu_fields_turn_percentages_into_fractions_and_name_the_top_stall():
+    measured = {"warps_active": 12.5, "issue_active": 80.0, "fma": 3.0, "duration_ns": 1e6, "err": 1e-7,
+                "stall_wait": 0.3, "stall_barrier": 0.9}
+    f = harness.ncu_fields(measured, ("warps_active", "issue_active"), ("wait", "barrier"))
+    assert f["warps_active"] == 0.125 and f["issue_active"] == 0.8 and f["fma"] == 3.0
+    assert "duration_ns" not in f and "err" not in f
+    assert f["top_stall"] == "barrier" and f["profiler"] == "ncu --clock-control none"
+    assert harness.ncu_stall_metrics(["wait"]) == {
+        "stall_wait": "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio"}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .. import results
+from .. import harness, results
 
 TOPIC = "matmul_profile"
 ORDER = 52
@@ -33,21 +33,16 @@ STALLS = ("wait", "short_scoreboard", "long_scoreboard", "mio_throttle", "math_p
           "barrier", "dispatch_stall")
 METRICS = {
     "fma_pipe_active": "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active",
-    "warps_active": "sm__warps_active.avg.pct_of_peak_sustained_active",
-    "issue_active": "smsp__issue_active.avg.pct_of_peak_sustained_active",
     "instructions": "smsp__inst_executed.sum",
     "shared_loads": "sm__sass_inst_executed_op_shared_ld.sum",
-    "duration_ns": "gpu__time_duration.sum",
-    **{f"stall_{s}": f"smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio" for s in STALLS},
+    **harness.NCU_COMMON, **harness.ncu_stall_metrics(STALLS),
 }
-PERCENT = ("fma_pipe_active", "warps_active", "issue_active")
+PERCENT = ("fma_pipe_active", *harness.NCU_PERCENT)
 LABELS = {
     "fma_pipe_active": ("FMA 流水线占用", "FMA pipe busy"),
-    "warps_active": ("驻留 warp（占峰值）", "warps resident (of peak)"),
-    "issue_active": ("发射槽占用", "issue slots used"),
     "instructions": ("执行的指令数（warp 级）", "instructions (warp level)"),
     "shared_loads": ("共享内存加载指令数", "shared-memory load instructions"),
-    "top_stall": ("最主要的停顿原因", "top stall reason"),
+    **harness.NCU_LABELS,
     "stall_wait": ("wait 停顿", "wait stalls"),
     "stall_short_scoreboard": ("short_scoreboard 停顿", "short_scoreboard stalls"),
     "stall_not_selected": ("not_selected 停顿", "not_selected stalls"),
@@ -139,12 +134,10 @@ def measure(quick: bool = False) -> list[dict]:
         m = found[impl, variant]
         ms = m["duration_ns"] / 1e6
         ref = ("cupy", "autotuned") if shape == list(big) else ("cublas", "sgemm")
-        fields = {k: (v / 100 if k in PERCENT else v) for k, v in m.items() if k not in ("err", "duration_ns")}
-        stalls = {s: m[f"stall_{s}"] for s in STALLS}
         records.append(results.record(
             TOPIC, impl, variant, shape, "float32", ms=ms, ref=results.record_id(TOPIC, *ref, shape, "float32"),
             rel_err=m["err"], tflops=2 * shape[0] * shape[1] * shape[2] / (ms * 1e-3) / 1e12,
-            top_stall=max(stalls, key=stalls.get), profiler="ncu --clock-control none", **fields))
+            **harness.ncu_fields(m, PERCENT, STALLS)))
     by_id = {r["id"]: r for r in records}
     for r in records:
         r["ratio"] = by_id[r["ref"]]["ms"] / r["ms"]

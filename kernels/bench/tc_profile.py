@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .. import results
+from .. import harness, results
 
 TOPIC = "tc_profile"
 ORDER = 46
@@ -27,19 +27,14 @@ STALLS = ("wait", "barrier", "math_pipe_throttle", "short_scoreboard", "long_sco
           "not_selected", "selected", "dispatch_stall", "lg_throttle")
 METRICS = {
     "tensor_pipe_active": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-    "warps_active": "sm__warps_active.avg.pct_of_peak_sustained_active",
-    "issue_active": "smsp__issue_active.avg.pct_of_peak_sustained_active",
     "eligible_warps": "smsp__warps_eligible.avg.per_cycle_active",
-    "duration_ns": "gpu__time_duration.sum",
-    **{f"stall_{s}": f"smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio" for s in STALLS},
+    **harness.NCU_COMMON, **harness.ncu_stall_metrics(STALLS),
 }
-PERCENT = ("tensor_pipe_active", "warps_active", "issue_active")
+PERCENT = ("tensor_pipe_active", *harness.NCU_PERCENT)
 LABELS = {
     "tensor_pipe_active": ("Tensor 流水线忙碌比例", "tensor pipe busy"),
-    "warps_active": ("驻留 warp（占峰值）", "warps resident (of peak)"),
-    "issue_active": ("发射槽占用", "issue slots used"),
     "eligible_warps": ("每周期可发射 warp 数", "eligible warps per cycle"),
-    "top_stall": ("最主要的停顿原因", "top stall reason"),
+    **harness.NCU_LABELS,
     "stall_wait": ("wait 停顿", "wait stalls"),
     "stall_barrier": ("barrier 停顿", "barrier stalls"),
     "stall_math_pipe_throttle": ("math_pipe_throttle 停顿", "math_pipe_throttle stalls"),
@@ -97,11 +92,8 @@ def measure(quick: bool = False) -> list[dict]:
     for step in STEPS:
         m = found[step]
         ms = m["duration_ns"] / 1e6
-        fields = {k: (v / 100 if k in PERCENT else v) for k, v in m.items() if k not in ("err", "duration_ns")}
-        stalls = {s: m[f"stall_{s}"] for s in STALLS}
         rec = results.record(TOPIC, "cupy", step, shape, "float16", ms=ms, ref=base_id, rel_err=m["err"],
-                             tflops=2 * n**3 / (ms * 1e-3) / 1e12, top_stall=max(stalls, key=stalls.get),
-                             profiler="ncu --clock-control none", **fields)
+                             tflops=2 * n**3 / (ms * 1e-3) / 1e12, **harness.ncu_fields(m, PERCENT, STALLS))
         records.append(rec)
     for r in records:
         r["ratio"] = records[0]["ms"] / r["ms"]
