@@ -279,6 +279,7 @@ def claims(data: dict) -> None:
         assert nb["unsigned"][n]["tflops"] > 1.9 * nb["register_blocked"][n]["tflops"]
     assert all(nb[v][4096]["occupancy"] == 0.125 and nb[v][4096]["local_bytes"] == 0
                for v in ("register_blocked", "unsigned"))                     # 8 warps per SM, no spills
+    assert nb["unrolled"][4096]["regs"] == 255                                # literal_unroll: every register
     # the sources' tables, against our coalesced step (their "naive")
     assert ms["smem_tiled16"] / ms["coalesced"] > 0.5 and e["smem_tiled16"] / e["coalesced"] > 0.5  # 000
     assert 0.5 < (ms["register_prefetch"] / ms["coalesced"]) / 0.12 < 2                              # 000
