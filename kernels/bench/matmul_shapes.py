@@ -229,6 +229,7 @@ def claims(data: dict) -> None:
         (512, 512, 512), (1024, 1024, 1024), short, (4097, 4097, 4097), (3000, 3000, 3000)}
     # the wave-quantization cases take the 64x128 tile, the small ones split K
     assert disp[4097, 4097, 4097]["tile"] == disp[3000, 3000, 3000]["tile"] == "64x128"
+    assert disp[4097, 4097, 4097]["ratio"] > 0.9 * disp[4096, 4096, 4096]["ratio"]  # no padding, close anyway
     assert disp[512, 512, 512]["splits"] > 1 and disp[1024, 1024, 1024]["splits"] > 1
     assert disp[4096, 4096, 4096]["splits"] == 1
 
