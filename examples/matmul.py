@@ -340,14 +340,12 @@ def numba_ladder(shapes):
 
 # %%
 # --8<-- [start:check_operands]
-def check_operands(A, B, C, *, lib="cupy"):
+def check_operands(A, B, C):
     """A (M x K), B (K x N), C (M x N, or None): float32, 2-D, C-contiguous
-    CuPy arrays (lib: "cupy", the only kind these launchers take) with
-    matching inner dimensions, C sharing no byte with A or B; returns (M, N, K)."""
+    CuPy arrays with matching inner dimensions, C sharing no byte with A or
+    B; returns (M, N, K)."""
     import cupy as cp
 
-    if lib != "cupy":
-        raise ValueError(f"lib must be 'cupy', got {lib!r}")
     for name, x in (("A", A), ("B", B), ("C", C)):
         if x is None:
             continue
@@ -435,8 +433,8 @@ def matmul_cupy(A, B, C=None, *, variant="autotuned"):
 # --8<-- [start:dispatch_plan]
 import dataclasses  # noqa: E402
 
-# Tiles of matmul_general_t and matmul_splitk_t (kernels/cuda/matmul.cu):
-# the step-10 template at four sizes, K split over blockIdx.z when the
+# Tiles of matmul_warptiled_t (step 10's template) and matmul_splitk_t
+# (kernels/cuda/matmul.cu): four sizes, K split over blockIdx.z when the
 # tiles are too few for the SMs.
 # (BM, BN, BK, WM, WN, TM, TN, THREADS, MIN_BLOCKS)
 TILES = {
@@ -489,12 +487,17 @@ def plan_cost(M: int, N: int, K: int, p: Plan, sms: int, per_sm: int) -> float:
     return t
 
 
+def candidate_plans(K: int) -> list[Plan]:
+    """Every plan the planner weighs: each tile, unsplit or split so that no
+    slice of K is shorter than MIN_K_SLICE (distinct, in a fixed order)."""
+    plans = {make_plan(K, tile, s) for tile in TILES for s in SPLITS if s == 1 or K // s >= MIN_K_SLICE}
+    return sorted(plans, key=lambda p: (p.tile, p.splits))
+
+
 def plan(M: int, N: int, K: int, sms: int, per_sm: dict[str, int]) -> Plan:
     """The tile and split of K with the lowest plan_cost. per_sm: blocks of
     each tile resident on one SM (the driver's occupancy answer)."""
-    plans = {make_plan(K, tile, s) for tile in TILES for s in SPLITS if s == 1 or K // s >= MIN_K_SLICE}
-    return min(sorted(plans, key=lambda p: (p.tile, p.splits)),
-               key=lambda p: plan_cost(M, N, K, p, sms, per_sm[p.tile]))
+    return min(candidate_plans(K), key=lambda p: plan_cost(M, N, K, p, sms, per_sm[p.tile]))
 # --8<-- [end:dispatch_plan]
 
 
@@ -507,11 +510,12 @@ import numpy as np  # noqa: E402
 
 @functools.cache
 def general_kernel(tile: str, split: bool = False):
-    """matmul_general_t (or, with split, matmul_splitk_t) at one of TILES:
-    an NVRTC module each."""
+    """Step 10's template matmul_warptiled_t (with PREFETCH) at one of TILES,
+    or with split matmul_splitk_t: an NVRTC module each."""
     import cupy as cp
 
-    name = f"matmul_{'splitk' if split else 'general'}_t<{','.join(str(v) for v in TILES[tile])}>"
+    args = ",".join(str(v) for v in TILES[tile])
+    name = f"matmul_splitk_t<{args}>" if split else f"matmul_warptiled_t<{args},true>"
     mod = cp.RawModule(code=find_cuda_source("matmul.cu").read_text(), options=("--std=c++17",),
                        name_expressions=[name])
     return mod.get_function(name)
@@ -559,7 +563,7 @@ def matmul(A, B, C=None, *, force: tuple[str, int] | None = None):
     `force=(tile, splits)` overrides the plan (the bench's tuning sweep)."""
     import cupy as cp
 
-    M, N, K = check_operands(A, B, C, lib="cupy")
+    M, N, K = check_operands(A, B, C)
     if C is None:
         C = cp.empty((M, N), dtype=cp.float32)
     p = plan_for(M, N, K, cp.cuda.Device().id) if force is None else make_plan(K, *force)

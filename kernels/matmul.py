@@ -14,7 +14,6 @@ tails. The reference is cuBLAS SGEMM through cupy.matmul (TF32 off).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from pathlib import Path
@@ -41,7 +40,7 @@ _BLOCK_TILE = {"naive": (32, 32, (32, 32)), "coalesced": (32, 32, (32, 32)),
                "autotuned": (128, 128, 128)}
 
 
-def check_operands(A, B, C, *, lib: str) -> tuple[int, int, int]:
+def check_operands(A, B, C, *, lib: str = "cupy") -> tuple[int, int, int]:
     """A (M x K), B (K x N), C (M x N, or None: the wrapper allocates it):
     float32, 2-D, C-contiguous device arrays (lib "cupy" or "numba") with
     matching inner dimensions; returns (M, N, K)."""
@@ -184,8 +183,8 @@ def cublas_matmul(A, B, C):
 # --8<-- [start:dispatch_plan]
 import dataclasses  # noqa: E402
 
-# Tiles of matmul_general_t and matmul_splitk_t (kernels/cuda/matmul.cu):
-# the step-10 template at four sizes, K split over blockIdx.z when the
+# Tiles of matmul_warptiled_t (step 10's template) and matmul_splitk_t
+# (kernels/cuda/matmul.cu): four sizes, K split over blockIdx.z when the
 # tiles are too few for the SMs.
 # (BM, BN, BK, WM, WN, TM, TN, THREADS, MIN_BLOCKS)
 TILES = {
@@ -238,12 +237,17 @@ def plan_cost(M: int, N: int, K: int, p: Plan, sms: int, per_sm: int) -> float:
     return t
 
 
+def candidate_plans(K: int) -> list[Plan]:
+    """Every plan the planner weighs: each tile, unsplit or split so that no
+    slice of K is shorter than MIN_K_SLICE (distinct, in a fixed order)."""
+    plans = {make_plan(K, tile, s) for tile in TILES for s in SPLITS if s == 1 or K // s >= MIN_K_SLICE}
+    return sorted(plans, key=lambda p: (p.tile, p.splits))
+
+
 def plan(M: int, N: int, K: int, sms: int, per_sm: dict[str, int]) -> Plan:
     """The tile and split of K with the lowest plan_cost. per_sm: blocks of
     each tile resident on one SM (the driver's occupancy answer)."""
-    plans = {make_plan(K, tile, s) for tile in TILES for s in SPLITS if s == 1 or K // s >= MIN_K_SLICE}
-    return min(sorted(plans, key=lambda p: (p.tile, p.splits)),
-               key=lambda p: plan_cost(M, N, K, p, sms, per_sm[p.tile]))
+    return min(candidate_plans(K), key=lambda p: plan_cost(M, N, K, p, sms, per_sm[p.tile]))
 # --8<-- [end:dispatch_plan]
 
 
@@ -256,11 +260,12 @@ import numpy as np  # noqa: E402
 
 @functools.cache
 def general_kernel(tile: str, split: bool = False):
-    """matmul_general_t (or, with split, matmul_splitk_t) at one of TILES:
-    an NVRTC module each."""
+    """Step 10's template matmul_warptiled_t (with PREFETCH) at one of TILES,
+    or with split matmul_splitk_t: an NVRTC module each."""
     import cupy as cp
 
-    name = f"matmul_{'splitk' if split else 'general'}_t<{','.join(str(v) for v in TILES[tile])}>"
+    args = ",".join(str(v) for v in TILES[tile])
+    name = f"matmul_splitk_t<{args}>" if split else f"matmul_warptiled_t<{args},true>"
     mod = cp.RawModule(code=find_cuda_source("matmul.cu").read_text(), options=("--std=c++17",),
                        name_expressions=[name])
     return mod.get_function(name)
@@ -308,7 +313,7 @@ def matmul(A, B, C=None, *, force: tuple[str, int] | None = None):
     `force=(tile, splits)` overrides the plan (the bench's tuning sweep)."""
     import cupy as cp
 
-    M, N, K = check_operands(A, B, C, lib="cupy")
+    M, N, K = check_operands(A, B, C)
     if C is None:
         C = cp.empty((M, N), dtype=cp.float32)
     p = plan_for(M, N, K, cp.cuda.Device().id) if force is None else make_plan(K, *force)

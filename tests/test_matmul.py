@@ -388,6 +388,24 @@ def test_plan_cost_counts_the_busiest_sm():
     assert one_more == pytest.approx(full + lone)
 
 
+def test_candidate_plans_and_the_fit_of_the_model():
+    """plan() picks among candidate_plans; refitting the model's rates to the
+    committed tuning records lowers the loss and leaves the module as it was."""
+    from pathlib import Path
+
+    from kernels import results
+    from kernels.bench import matmul_shapes
+
+    cands = mm.candidate_plans(512)
+    assert len(cands) == len(set(cands)) and all(p.splits == 1 or 512 // p.splits >= mm.MIN_K_SLICE for p in cands)
+    assert mm.plan(512, 512, 512, *H200) in cands
+    shipped = (dict(mm.SM_GFLOPS), dict(mm.BLOCK_GFLOPS), mm.SPLIT_US)
+    data = results.load(Path(__file__).resolve().parent.parent / "docs" / "assets" / "results" / "nvidia-h200.json")
+    fitted = matmul_shapes.fit(data)
+    assert fitted["loss"] <= fitted["loss_shipped"] < 0.02
+    assert (mm.SM_GFLOPS, mm.BLOCK_GFLOPS, mm.SPLIT_US) == shipped
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(1, 1, 1), (33, 65, 17), (1000, 1013, 777), (130, 129, 4097), (3, 300, 33)],
                          ids=lambda s: "x".join(map(str, s)))

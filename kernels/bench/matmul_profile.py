@@ -55,7 +55,7 @@ def kind(kernel: str) -> tuple[str, str] | None:
     """(impl, variant) of a kernel name ncu reports."""
     for key, run in (("matmul_register_blocked", ("numba", "register_blocked")),
                      ("matmul_unsigned", ("numba", "unsigned")), ("matmul_autotuned", ("cupy", "autotuned")),
-                     ("matmul_general_t", ("cupy", "dispatch")), ("matmul_splitk_t", ("cupy", "dispatch"))):
+                     ("matmul_warptiled_t", ("cupy", "dispatch")), ("matmul_splitk_t", ("cupy", "dispatch"))):
         if key in kernel:
             return run
     return ("cublas", "sgemm") if "gemm" in kernel.lower() or "splitk" in kernel.lower() else None

@@ -40,14 +40,6 @@ LABELS = {
 }
 
 
-def candidates(M: int, N: int, K: int) -> list:
-    """Every plan the planner weighs for this shape."""
-    from .. import matmul as mm
-
-    plans = {mm.make_plan(K, t, s) for t in mm.TILES for s in mm.SPLITS if s == 1 or K // s >= mm.MIN_K_SLICE}
-    return sorted(plans, key=lambda p: (p.tile, p.splits))
-
-
 def measure(quick: bool = False) -> list[dict]:
     import cupy as cp
 
@@ -90,7 +82,7 @@ def measure(quick: bool = False) -> list[dict]:
         run("cupy", "dispatch", mm.matmul,
             dict(tile=p.tile, splits=p.splits, model_us=mm.plan_cost(M, N, K, p, sms, per_sm[p.tile]),
                  **kernel_attributes(mm.general_kernel(p.tile), mm.TILES[p.tile][7])))
-        for c in candidates(M, N, K):
+        for c in mm.candidate_plans(K):
             run("cupy", f"{c.tile}/split{c.splits}", lambda A, B, C, c=c: mm.matmul(A, B, C, force=(c.tile, c.splits)),
                 dict(tuning=True, tile=c.tile, splits=c.splits, k_split=c.k_split, blocks_per_sm=per_sm[c.tile],
                      sms=sms, model_us=mm.plan_cost(M, N, K, c, sms, per_sm[c.tile])), energy=False)
@@ -153,44 +145,51 @@ def summary(data: dict) -> list[str]:
 
 
 def fit(data: dict) -> dict:
-    """The model's rates that best explain the tuning records (least squares
-    in log time, coordinate descent): SM_GFLOPS, BLOCK_GFLOPS, SPLIT_US."""
+    """The model's rates (SM_GFLOPS, BLOCK_GFLOPS, SPLIT_US) that best explain
+    the tuning records: least squares in log time, by coordinate descent from
+    the shipped values; with the loss before and after. kernels.matmul is
+    left as it was."""
     from .. import matmul as mm
 
     recs = [r for r in results.select(data, TOPIC) if r.get("tuning")]
-    keys = [("SM_GFLOPS", t) for t in mm.TILES] + [("BLOCK_GFLOPS", t) for t in mm.TILES] + [("SPLIT_US", None)]
-    saved = {k: getattr(mm, k[0]) for k in keys}
-    params = {k: (saved[k][k[1]] if k[1] else saved[k]) for k in keys}
+    names = ("SM_GFLOPS", "BLOCK_GFLOPS", "SPLIT_US")
+    shipped = {n: getattr(mm, n) for n in names}
+    rates = {"SM_GFLOPS": dict(mm.SM_GFLOPS), "BLOCK_GFLOPS": dict(mm.BLOCK_GFLOPS), "SPLIT_US": mm.SPLIT_US}
+    knobs = [(n, t) for n in ("SM_GFLOPS", "BLOCK_GFLOPS") for t in mm.TILES] + [("SPLIT_US", None)]
 
-    def apply():
-        mm.SM_GFLOPS = {t: params[("SM_GFLOPS", t)] for t in mm.TILES}
-        mm.BLOCK_GFLOPS = {t: params[("BLOCK_GFLOPS", t)] for t in mm.TILES}
-        mm.SPLIT_US = params[("SPLIT_US", None)]
+    def value(knob, v=None):
+        n, t = knob
+        if v is not None:
+            if t is None:
+                rates[n] = v
+            else:
+                rates[n][t] = v
+        return rates[n] if t is None else rates[n][t]
 
     def loss():
-        apply()
+        for n in names:
+            setattr(mm, n, rates[n])
         return sum((math.log(mm.plan_cost(*r["shape"], mm.make_plan(r["shape"][2], r["tile"], r["splits"]),
                                           r["sms"], r["blocks_per_sm"])) - math.log(r["ms"] * 1e3)) ** 2
                    for r in recs) / len(recs)
 
     try:
+        before = loss()
         for _ in range(40):
-            for k in keys:
-                best = (loss(), params[k])
+            for knob in knobs:
+                best_loss, best = loss(), value(knob)
                 for f in (0.6, 0.8, 0.9, 0.95, 1.05, 1.1, 1.25, 1.6):
-                    v0 = best[1]
-                    params[k] = v0 * f
-                    if (l := loss()) < best[0]:
-                        best = (l, v0 * f)
-                    params[k] = v0
-                params[k] = best[1]
-        out = {"SM_GFLOPS": {t: round(params[("SM_GFLOPS", t)]) for t in mm.TILES},
-               "BLOCK_GFLOPS": {t: round(params[("BLOCK_GFLOPS", t)]) for t in mm.TILES},
-               "SPLIT_US": round(params[("SPLIT_US", None)], 1), "loss": loss()}
+                    value(knob, best * f)
+                    if (trial := loss()) < best_loss:
+                        best_loss, best = trial, best * f
+                    value(knob, best)
+        after = loss()
     finally:
-        for k in {k[0] for k in keys}:
-            setattr(mm, k, saved[next(x for x in keys if x[0] == k)])
-    return out
+        for n, v in shipped.items():
+            setattr(mm, n, v)
+    return {"SM_GFLOPS": {t: round(v) for t, v in rates["SM_GFLOPS"].items()},
+            "BLOCK_GFLOPS": {t: round(v) for t, v in rates["BLOCK_GFLOPS"].items()},
+            "SPLIT_US": round(rates["SPLIT_US"], 1), "loss_shipped": before, "loss": after}
 
 
 def picks(data: dict) -> list[tuple[list, dict, dict]]:

@@ -420,15 +420,15 @@ matmul_double_buffered(const float* __restrict__ A, const float* __restrict__ B,
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int THREADS, bool PREFETCH, bool SPLIT = false>
 __device__ __forceinline__ void warptiled(const float* __restrict__ A, const float* __restrict__ B,
                                           float* __restrict__ C, int M, int N, int K,
-                                          int lda, int ldb, int ldc, int k_split)
+                                          int ld_w = 0, int k_split = 0)
 {
     // Block (x, y) computes the BM x BN tile (y, x) of C. With SPLIT, block
     // (x, y, z) covers only K's slice z, k in [z * k_split, min(K, (z + 1) *
-    // k_split)), and writes its partial sums to plane z of C (a workspace,
-    // M rows of ldc floats each: matmul_general_t adds the planes). lda, ldb,
-    // ldc: the row lengths of A, B and C in memory.
+    // k_split)), and writes its partial sums to plane z of C, a workspace of
+    // M rows of ld_w floats per plane (matmul_splitk_t adds the planes).
     const int k_begin = SPLIT ? blockIdx.z * k_split : 0;
     const int k_end = SPLIT ? min(K, k_begin + k_split) : K;
+    const int ldc = SPLIT ? ld_w : N;
     if (SPLIT) C += (size_t)blockIdx.z * M * ldc;
     constexpr int WARPS_N = BN / WN;                       // warps along a row of the block tile
     constexpr int LANES_M = WM / TM, LANES_N = WN / TN;    // lanes of a warp along M and N
@@ -448,8 +448,8 @@ __device__ __forceinline__ void warptiled(const float* __restrict__ A, const flo
     float acc[TM][TN] = {{0.0f}};
     float4 ra[BM * BK / 4 / THREADS], rb[BK * BN / 4 / THREADS];
     const int tiles = (k_end - k_begin + BK - 1) / BK;
-    load_tile<BM, BK, THREADS>(A, M, k_end, lda, m0, k_begin, tile_fast<BM, BK>(A, M, k_end, m0, k_begin, lda), ra);
-    load_tile<BK, BN, THREADS>(B, k_end, N, ldb, k_begin, n0, tile_fast<BK, BN>(B, k_end, N, k_begin, n0, ldb), rb);
+    load_tile<BM, BK, THREADS>(A, M, k_end, K, m0, k_begin, tile_fast<BM, BK>(A, M, k_end, m0, k_begin, K), ra);
+    load_tile<BK, BN, THREADS>(B, k_end, N, N, k_begin, n0, tile_fast<BK, BN>(B, k_end, N, k_begin, n0, N), rb);
     store_a_transposed<BM, BK, THREADS, LDA>(As[0], ra);
     store_b<BK, BN, THREADS>(Bs[0], rb);
     __syncthreads();
@@ -458,8 +458,8 @@ __device__ __forceinline__ void warptiled(const float* __restrict__ A, const flo
         const bool more = t + 1 < tiles;
         if (more) {
             int k0 = k_begin + (t + 1) * BK;
-            load_tile<BM, BK, THREADS>(A, M, k_end, lda, m0, k0, tile_fast<BM, BK>(A, M, k_end, m0, k0, lda), ra);
-            load_tile<BK, BN, THREADS>(B, k_end, N, ldb, k0, n0, tile_fast<BK, BN>(B, k_end, N, k0, n0, ldb), rb);
+            load_tile<BM, BK, THREADS>(A, M, k_end, K, m0, k0, tile_fast<BM, BK>(A, M, k_end, m0, k0, K), ra);
+            load_tile<BK, BN, THREADS>(B, k_end, N, N, k0, n0, tile_fast<BK, BN>(B, k_end, N, k0, n0, N), rb);
         }
         const float* as = As[cur] + wm0 + lm * 4;
         const float* bs = Bs[cur] + wn0 + ln * 4;
@@ -522,7 +522,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 matmul_warptiled_t(const float* __restrict__ A, const float* __restrict__ B,
                    float* __restrict__ C, int M, int N, int K)
 {
-    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, PREFETCH>(A, B, C, M, N, K, K, N, N, K);
+    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, PREFETCH>(A, B, C, M, N, K);
 }
 
 // Step 8 as siboehm's ladder would ship it: 128 x 128 block tile, BK = 8,
@@ -539,7 +539,7 @@ matmul_warptiled(const float* __restrict__ A, const float* __restrict__ B,
                  float* __restrict__ C, int M, int N, int K)
 {
     using namespace wt;
-    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, false>(A, B, C, M, N, K, K, N, N, K);
+    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, false>(A, B, C, M, N, K);
 }
 // --8<-- [end:matmul_warptiled]
 
@@ -553,7 +553,7 @@ matmul_register_prefetch(const float* __restrict__ A, const float* __restrict__ 
                          float* __restrict__ C, int M, int N, int K)
 {
     using namespace wt;
-    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, true>(A, B, C, M, N, K, K, N, N, K);
+    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, true>(A, B, C, M, N, K);
 }
 // --8<-- [end:matmul_register_prefetch]
 
@@ -574,27 +574,19 @@ matmul_autotuned(const float* __restrict__ A, const float* __restrict__ B,
                  float* __restrict__ C, int M, int N, int K)
 {
     using namespace at;
-    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, true>(A, B, C, M, N, K, K, N, N, K);
+    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, true>(A, B, C, M, N, K);
 }
 // --8<-- [end:matmul_autotuned]
 
 // --8<-- [start:matmul_shapes]
 // Shape-aware dispatch (kernels/matmul.py: plan, matmul): the step-10
-// template at any of a few tile sizes, and with K split over blockIdx.z
-// when the tiles alone are too few to fill the SMs. Each slice writes its
-// partial sums to its own plane of a workspace W (M rows of ldw floats);
-// the last block of a tile to finish (a counter per tile, atomicAdd) adds
-// the planes in the order z = 0, 1, ... (the same sum whichever block
-// arrives last) into C and sets the counter back to 0 for the next call.
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int THREADS, int MIN_BLOCKS>
-__global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-matmul_general_t(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-                 int M, int N, int K)
-{
-    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, true>(A, B, C, M, N, K, K, N, N, K);
-}
-
-// The same with K split over blockIdx.z (gridDim.z > 1 slices of k_split).
+// template, matmul_warptiled_t, at any of a few tile sizes, and this kernel
+// when K is split over blockIdx.z because the tiles alone are too few to
+// fill the SMs. Each slice writes its partial sums to its own plane of a
+// workspace W (M rows of ldw floats); the last block of a tile to finish
+// (a counter per tile, atomicAdd) adds the planes in the order z = 0, 1, ...
+// (the same sum whichever block arrives last) into C and sets the counter
+// back to 0 for the next call.
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int THREADS, int MIN_BLOCKS>
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 matmul_splitk_t(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
@@ -602,7 +594,7 @@ matmul_splitk_t(const float* __restrict__ A, const float* __restrict__ B, float*
 {
     const int splits = gridDim.z;
     const int ldw = (N + 3) / 4 * 4;  // 16-byte rows: float4 stores and loads
-    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, true, true>(A, B, W, M, N, K, K, N, ldw, k_split);
+    warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, true, true>(A, B, W, M, N, K, ldw, k_split);
     __shared__ int last;
     __threadfence();  // this thread's partial sums are visible to the whole GPU
     __syncthreads();  // and so are every other thread's of this block
