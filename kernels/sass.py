@@ -62,11 +62,20 @@ def _run(cmd: list[str]) -> str:
     return proc.stdout + proc.stderr
 
 
+def arch_flag(arch: str) -> str:
+    """nvcc's flag for one target. An arch-specific target (sm_90a) is named
+    by -gencode: nvcc 13.0's -arch=sm_90a shorthand also runs a plain sm_90
+    pass, which rejects wgmma and setmaxnreg."""
+    if arch.endswith("a"):
+        return f"-gencode=arch=compute_{arch[3:]},code={arch}"
+    return f"-arch={arch}"
+
+
 @functools.cache
 def _cubin(src: str, flags: tuple[str, ...] = (), arch: str = ARCH) -> tuple[bytes, str]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "k.cubin"
-        report = _run([tool("nvcc"), f"-arch={arch}", "-std=c++17", "-cubin", "-Xptxas", "-v",
+        report = _run([tool("nvcc"), arch_flag(arch), "-std=c++17", "-cubin", "-Xptxas", "-v",
                        *flags, "-o", str(out), str(CUDA / src)])
         return out.read_bytes(), report
 

@@ -1,0 +1,379 @@
+// Topic tc_hopper_gemm: a warp-specialized FP16 GEMM for Hopper (sm_90a).
+// REQUIRES: sm_90a
+//
+// C (M x N, FP32, row-major) = A (M x K, FP16, row-major) @ Bt^T, with B given
+// transposed as Bt (N x K, row-major: the "TN" layout, the way a linear layer
+// stores its weights), FP32 accumulation. Every block computes BM x BN tiles
+// of C. TMA copies 128 x 64 tiles of A and BN x 64 tiles of Bt into a ring of
+// STAGES shared-memory slots (128-byte swizzle); wgmma multiplies straight
+// from shared memory into registers; full and empty mbarriers hand each slot
+// between the warps that fill it and the warps that read it.
+//
+//   hg_ws<BN, STAGES, PERSISTENT>  warp-specialized: warpgroup 0 is the producer
+//       (one thread issues the copies; setmaxnreg.dec gives its registers away),
+//       warpgroups 1 and 2 are consumers (setmaxnreg.inc), 64 x BN rows each.
+//       PERSISTENT: one block per SM walks the tiles, so the producer fills the
+//       ring for the next tile while the consumers store this one.
+//   hg_plain<BN, STAGES>  the same tiles without specialization: two warpgroups
+//       both compute, and thread 0 also issues the copies between its wgmmas.
+//
+// Needs sm_90a (wgmma, setmaxnreg); K a multiple of 8 (TMA wants rows of a
+// multiple of 16 bytes); M and N any: TMA fills zeros past the edges of A and
+// Bt, and the epilogue writes only inside C.
+#include <cuda_fp16.h>
+
+// --8<-- [start:hg_barriers]
+struct alignas(64) TmaDesc { unsigned long long v[16]; };  // a CUtensorMap, passed by value
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+// An mbarrier counts arrivals and, with expect_tx, bytes still to land; its
+// phase completes when both reach zero, and then flips parity (0, 1, 0, ...).
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(smem_u32(bar)), "r"(arrivals));
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+                 :: "r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(smem_u32(bar)) : "memory");
+}
+// Wait until the phase of the given parity has completed.
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+    asm volatile("{\n.reg .pred done;\nWAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT_%=;\n}\n" :: "r"(smem_u32(bar)), "r"(parity) : "memory");
+}
+// TMA: the box at column c0, row c1 of the tensor map into shared memory; the
+// bytes are counted off bar's transaction count as they land.
+__device__ __forceinline__ void tma_load_2d(void* dst, const TmaDesc* map, int c0, int c1,
+                                            unsigned long long* bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];\n"
+                 :: "r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar)) : "memory");
+}
+// The same box, written at the same offset into the shared memory of every
+// block of the cluster in cta_mask, each block's bar at that offset counting it.
+__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TmaDesc* map, int c0, int c1,
+                                                      unsigned long long* bar, unsigned cta_mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n"
+                 :: "r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"((unsigned short)cta_mask)
+                 : "memory");
+}
+// Arrive on the barrier at bar's offset in block `rank` of the cluster (mapa
+// turns the offset into that block's address in the cluster's shared window).
+// The default .release.cta order is enough, as in CUTLASS's ClusterBarrier:
+// what is released is the reads of wgmma, already complete (wgmma.wait_group).
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned long long* bar, unsigned rank) {
+    asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+                 "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
+                 :: "r"(smem_u32(bar)), "r"(rank) : "memory");
+}
+// --8<-- [end:hg_barriers]
+
+// --8<-- [start:hg_wgmma]
+// The shared-memory matrix descriptor of a K-major tile written by TMA with
+// 128-byte swizzle: rows of 64 halves (128 B); 8-row groups 1024 B apart
+// (stride byte offset, bits 32-45, in 16-byte units); the leading byte offset
+// (bits 16-29) unused by this layout and set to 1; swizzle mode 128 B = 1 in
+// bits 62-63. Start address in bits 0-13, in 16-byte units. Fields from the
+// PTX ISA ("Matrix Descriptor Format"), as CUTLASS's GmmaDescriptor has them.
+__device__ __forceinline__ unsigned long long smem_desc(const void* tile) {
+    unsigned long long addr = smem_u32(tile);
+    return ((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// Wait until at most N committed groups of this warpgroup are still running.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory"); }
+
+// D (64 x BN, FP32, 64 x BN / 128 registers per thread) += A (64 x 16) B (16 x BN),
+// issued by one warpgroup; A and B (as Bt, BN x 16) both K-major in shared memory.
+template <int BN>
+__device__ __forceinline__ void wgmma_f16(float (&d)[BN / 2], unsigned long long desc_a,
+                                          unsigned long long desc_b, int scale_d);
+template <>
+__device__ __forceinline__ void wgmma_f16<128>(float (&d)[64], unsigned long long desc_a,
+                                                  unsigned long long desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "%64, %65, p, 1, 1, 0, 0;\n}\n"
+        :
+          "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_f16<256>(float (&d)[128], unsigned long long desc_a,
+                                                  unsigned long long desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+        "%128, %129, p, 1, 1, 0, 0;\n}\n"
+        :
+          "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+// --8<-- [end:hg_wgmma]
+
+// --8<-- [start:hg_kernel]
+constexpr int HG_BM = 128, HG_BK = 64, HG_GROUP_M = 16;
+
+template <int BN, int STAGES>
+struct HgSmem {  // the ring, then its barriers; the base is 1024-byte aligned
+    static constexpr int TILE_A = HG_BM * HG_BK, TILE_B = BN * HG_BK;  // halves per slot
+    static constexpr unsigned TX_BYTES = (TILE_A + TILE_B) * 2;        // bytes one slot receives
+    static constexpr int BYTES = STAGES * TX_BYTES + 2 * STAGES * 8 + 1024;
+};
+
+// Tile `tile` of C in a grouped order: `group` rows of tiles at a time,
+// going down the rows first, so blocks running together share rows of A and
+// columns of Bt in the L2 cache.
+__device__ __forceinline__ void hg_tile(int tile, int tiles_m, int tiles_n, int group, int& tm, int& tn) {
+    const int per_group = group * tiles_n, first = tile / per_group * group;
+    const int rows = min(tiles_m - first, group);
+    tm = first + tile % per_group % rows;
+    tn = tile % per_group / rows;
+}
+
+// Store one consumer's 64 x BN accumulators. The wgmma accumulator layout:
+// warp w of the warpgroup holds rows 16w + lane/4 (+ 8), and register 4j + 2h + e
+// holds column 8j + 2(lane % 4) + e of row half h.
+template <int BN>
+__device__ __forceinline__ void hg_store(const float (&d)[BN / 2], float* __restrict__ C, int M, int N,
+                                         int row0, int col0) {
+    const int warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
+    const bool pairs = N % 2 == 0;  // then a pair of columns is 8-byte aligned
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const int col = col0 + 8 * j + 2 * (lane % 4);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = row0 + 16 * warp + lane / 4 + 8 * h;
+            if (row >= M) continue;
+            float* p = C + (size_t)row * N + col;
+            if (pairs && col + 1 < N) {
+                *reinterpret_cast<float2*>(p) = make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+            } else {
+                if (col < N) p[0] = d[4 * j + 2 * h];
+                if (col + 1 < N) p[1] = d[4 * j + 2 * h + 1];
+            }
+        }
+    }
+}
+
+template <int BN, int STAGES, bool PERSISTENT, int CLUSTER>
+__device__ __forceinline__ void hg_ws(const TmaDesc& map_a, const TmaDesc& map_b, float* __restrict__ C,
+                                      int M, int N, int K) {
+    using S = HgSmem<BN, STAGES>;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    // 128-byte swizzle wants every tile 1024-byte aligned: round the base up
+    // (the same offset in every block, so a multicast lands at the same place)
+    unsigned char* base = reinterpret_cast<unsigned char*>(
+        (reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+    __half* As = reinterpret_cast<__half*>(base);
+    __half* Bs = As + STAGES * S::TILE_A;
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(Bs + STAGES * S::TILE_B);
+    unsigned long long* empty = full + STAGES;
+
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    // CLUSTER = 2: the two blocks of a cluster compute vertically adjacent tiles
+    // (rows tm, tm + 1 of tiles), which need the same tile of Bt: each block
+    // loads half of it and multicasts that half into both blocks.
+    const int rank = CLUSTER == 1 ? 0 : blockIdx.x % CLUSTER;
+    const int tiles_m = (M + HG_BM * CLUSTER - 1) / (HG_BM * CLUSTER), tiles_n = (N + BN - 1) / BN;
+    const int tiles = tiles_m * tiles_n, k_tiles = (K + HG_BK - 1) / HG_BK;
+    const int first = blockIdx.x / CLUSTER, step = PERSISTENT ? gridDim.x / CLUSTER : tiles;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&full[s], 1);  // the producer's arrive, which also sets the bytes to expect
+            // one arrive per consumer warp of every block that writes this slot,
+            // after that warp's wgmmas on the slot have finished
+            mbar_init(&empty[s], 8 * CLUSTER);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the async proxy
+    }
+    if (CLUSTER > 1) {  // the partner's barriers must exist before anything arrives on them
+        asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    } else {
+        __syncthreads();
+    }
+
+    if (wg == 0) {  // the producer warpgroup
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            int it = 0;  // k tiles issued so far, over all of this block's tiles: slot it % STAGES, round it / STAGES
+            for (int tile = first; tile < tiles; tile += step) {
+                int tm, tn;
+                hg_tile(tile, tiles_m, tiles_n, HG_GROUP_M / CLUSTER, tm, tn);  // HG_GROUP_M rows of blocks
+                for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                    const int s = it % STAGES, round = it / STAGES;
+                    if (round > 0) mbar_wait(&empty[s], (round - 1) & 1);  // every reader of round - 1 is done
+                    mbar_arrive_expect_tx(&full[s], S::TX_BYTES);  // A, and all of Bt's tile (both halves)
+                    tma_load_2d(As + s * S::TILE_A, &map_a, kt * HG_BK, (tm * CLUSTER + rank) * HG_BM, &full[s]);
+                    if (CLUSTER == 1) {
+                        tma_load_2d(Bs + s * S::TILE_B, &map_b, kt * HG_BK, tn * BN, &full[s]);
+                    } else {
+                        constexpr int ROWS = BN / CLUSTER;
+                        tma_load_2d_multicast(Bs + s * S::TILE_B + rank * ROWS * HG_BK, &map_b, kt * HG_BK,
+                                              tn * BN + rank * ROWS, &full[s], (1u << CLUSTER) - 1);
+                    }
+                }
+            }
+        }
+    } else {  // consumers: warpgroup 1 computes rows 0-63 of the tile, warpgroup 2 rows 64-127
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int half = wg - 1;
+        float d[BN / 2];  // the first wgmma of each tile runs with scale_d = 0 (D = A B): no zeroing
+        int it = 0;
+        auto release = [&](int slot) {  // this warp is done reading the slot: tell every block that writes it
+            if (tid % 32 == 0) {
+                if (CLUSTER == 1) {
+                    mbar_arrive(&empty[slot]);
+                } else {
+                    for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(&empty[slot], r);
+                }
+            }
+        };
+        for (int tile = first; tile < tiles; tile += step) {
+            int tm, tn;
+            hg_tile(tile, tiles_m, tiles_n, HG_GROUP_M / CLUSTER, tm, tn);  // HG_GROUP_M rows of blocks
+            for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                const int s = it % STAGES;
+                mbar_wait(&full[s], (it / STAGES) & 1);
+                const unsigned long long da = smem_desc(As + s * S::TILE_A + half * 64 * HG_BK);
+                const unsigned long long db = smem_desc(Bs + s * S::TILE_B);
+                wgmma_fence();  // orders the registers' earlier use (the last tile's stores) before wgmma
+#pragma unroll
+                for (int kk = 0; kk < HG_BK / 16; ++kk)  // 16 halves = 32 bytes = 2 in the start-address field
+                    wgmma_f16<BN>(d, da + 2 * kk, db + 2 * kk, kt > 0 || kk > 0);
+                wgmma_commit();
+                wgmma_wait<1>();  // the previous k tile's group has finished: its slot can be refilled
+                if (kt > 0) release((it - 1) % STAGES);
+            }
+            wgmma_wait<0>();
+            release((it - 1) % STAGES);
+            hg_store<BN>(d, C, M, N, (tm * CLUSTER + rank) * HG_BM + half * 64, tn * BN);
+        }
+    }
+    if (CLUSTER > 1) {  // stay until the partner no longer writes into this block's memory
+        asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    }
+}
+
+template <int BN, int STAGES>
+__device__ __forceinline__ void hg_plain(const TmaDesc& map_a, const TmaDesc& map_b, float* __restrict__ C,
+                                         int M, int N, int K) {
+    using S = HgSmem<BN, STAGES>;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char* base = reinterpret_cast<unsigned char*>(
+        (reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+    __half* As = reinterpret_cast<__half*>(base);
+    __half* Bs = As + STAGES * S::TILE_A;
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(Bs + STAGES * S::TILE_B);
+    unsigned long long* empty = full + STAGES;
+
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    const int tiles_m = (M + HG_BM - 1) / HG_BM, tiles_n = (N + BN - 1) / BN;
+    const int k_tiles = (K + HG_BK - 1) / HG_BK;
+    int tm, tn;
+    hg_tile(blockIdx.x, tiles_m, tiles_n, HG_GROUP_M, tm, tn);
+    auto load = [&](int kt) {  // thread 0 only
+        const int s = kt % STAGES;
+        mbar_arrive_expect_tx(&full[s], S::TX_BYTES);
+        tma_load_2d(As + s * S::TILE_A, &map_a, kt * HG_BK, tm * HG_BM, &full[s]);
+        tma_load_2d(Bs + s * S::TILE_B, &map_b, kt * HG_BK, tn * BN, &full[s]);
+    };
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        for (int kt = 0; kt < min(STAGES, k_tiles); ++kt) load(kt);  // fill the ring
+    }
+    __syncthreads();
+
+    float d[BN / 2];  // no zeroing: the first wgmma of the tile runs with scale_d = 0 (D = A B)
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        const int s = kt % STAGES;
+        mbar_wait(&full[s], (kt / STAGES) & 1);
+        const unsigned long long da = smem_desc(As + s * S::TILE_A + wg * 64 * HG_BK);
+        const unsigned long long db = smem_desc(Bs + s * S::TILE_B);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < HG_BK / 16; ++kk)
+            wgmma_f16<BN>(d, da + 2 * kk, db + 2 * kk, kt > 0 || kk > 0);
+        wgmma_commit();
+        wgmma_wait<1>();
+        if (kt > 0) {
+            if (tid % 32 == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
+            // The same threads that compute also refill: thread 0 waits until every
+            // warp is done with k tile kt - 1, then loads k tile kt - 1 + STAGES into its slot.
+            const int next = kt - 1 + STAGES;
+            if (threadIdx.x == 0 && next < k_tiles) {
+                mbar_wait(&empty[(kt - 1) % STAGES], ((kt - 1) / STAGES) & 1);
+                load(next);
+            }
+            __syncwarp();
+        }
+    }
+    wgmma_wait<0>();
+    hg_store<BN>(d, C, M, N, tm * HG_BM + wg * 64, tn * BN);
+}
+// --8<-- [end:hg_kernel]
+
+// --8<-- [start:hg_instances]
+#define HG_ARGS const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_b, float* C, int M, int N, int K
+#define HG_PLAIN(NAME, BN, STAGES)                                   \
+    extern "C" __global__ void __launch_bounds__(256, 1) NAME(HG_ARGS) { \
+        hg_plain<BN, STAGES>(map_a, map_b, C, M, N, K);              \
+    }
+#define HG_WS(NAME, BN, STAGES, PERSISTENT)                          \
+    extern "C" __global__ void __launch_bounds__(384, 1) NAME(HG_ARGS) { \
+        hg_ws<BN, STAGES, PERSISTENT, 1>(map_a, map_b, C, M, N, K);  \
+    }
+#define HG_WS_CLUSTER(NAME, BN, STAGES, PERSISTENT)                                           \
+    extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1) NAME(HG_ARGS) { \
+        hg_ws<BN, STAGES, PERSISTENT, 2>(map_a, map_b, C, M, N, K);                           \
+    }
+
+HG_PLAIN(hg_plain_128, 128, 6)
+HG_PLAIN(hg_plain_256, 256, 4)
+HG_WS(hg_ws_128, 128, 6, false)
+HG_WS(hg_ws_256, 256, 4, false)
+HG_WS(hg_ws_persistent_128, 128, 6, true)
+HG_WS(hg_ws_persistent_256, 256, 4, true)
+HG_WS_CLUSTER(hg_ws_cluster_256, 256, 4, false)
+HG_WS_CLUSTER(hg_ws_cluster_persistent_256, 256, 4, true)
+// --8<-- [end:hg_instances]

@@ -1,0 +1,215 @@
+"""The warp-specialization chapter: the streaming ladder
+(kernels/warp_specialization.py, kernels/cuda/warp_specialization.cu), its
+Numba steps, and the Hopper GEMM (kernels/hopper_gemm.py,
+kernels/cuda/hopper_gemm.cu).
+
+On the GPU: every step and every GEMM kernel against a float64 reference at
+sizes that are not multiples of their tiles, output poisoned with NaN
+first; grids of one and a few blocks (each block walks many tiles, the
+mbarrier phases wrap); bad input refused. On the CPU: the refusals with a
+faked compute capability, the compile options, the Numba steps in the
+simulator, and the SASS holds the instructions each step is about.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels import hopper_gemm as hg, warp_specialization as ws
+
+gpu = pytest.mark.gpu
+
+
+# --- CPU ---------------------------------------------------------------------
+
+def test_steps_refuse_older_gpus_naming_the_need():
+    with pytest.raises(RuntimeError, match=r"ws_cpasync needs compute capability 8\.0 .*Tesla T4 is 7\.5"):
+        ws.require_step("ws_cpasync", "Tesla T4", (7, 5))
+    with pytest.raises(RuntimeError, match=r"ws_tma needs compute capability 9\.0 .*NVIDIA A100 is 8\.0"):
+        ws.require_step("ws_tma", "NVIDIA A100", (8, 0))
+    with pytest.raises(RuntimeError, match=r"sm_90a .*NVIDIA B200 is 10\.0"):
+        ws.require_step("ws_tma_regs", "NVIDIA B200", (10, 0))
+    ws.require_step("ws_regbuf", "Tesla T4", (7, 5))
+    ws.require_step("ws_pipeline", "NVIDIA A100", (8, 0))
+    ws.require_step("ws_tma", "NVIDIA B200", (10, 0))
+    ws.require_step("ws_tma_regs", "NVIDIA H200", (9, 0))
+    with pytest.raises(ValueError, match="step must be one of"):
+        ws.require_step("ws_magic", "NVIDIA H200", (9, 0))
+
+
+def test_the_gemm_refuses_all_but_sm90a():
+    for name, cc in (("NVIDIA A100", (8, 0)), ("NVIDIA B200", (10, 0)), ("NVIDIA RTX 4090", (8, 9))):
+        with pytest.raises(RuntimeError, match=rf"sm_90a .*{name} is {cc[0]}\.{cc[1]}"):
+            hg.require_sm90a(name, cc)
+    hg.require_sm90a("NVIDIA H100 80GB HBM3", (9, 0))
+
+
+def test_compile_options_follow_the_gpu():
+    assert "-arch=sm_90a" in ws.compile_options((9, 0))
+    for cc in ((8, 0), (10, 0)):
+        assert not any("sm_90a" in o for o in ws.compile_options(cc))
+
+
+def test_gemm_shared_memory_fits_and_every_kernel_is_instantiated():
+    text = hg.CUDA_SOURCE.read_text()
+    for name, (bn, stages, threads, persistent, cluster) in hg.KERNELS.items():
+        assert hg.smem_bytes(name) <= 227 * 1024, name
+        macro = "HG_PLAIN" if threads == 256 else ("HG_WS_CLUSTER" if cluster > 1 else "HG_WS")
+        args = f"{bn}, {stages}" + ("" if threads == 256 else f", {str(persistent).lower()}")
+        assert f"{macro}({name}, {args})" in text, name
+
+
+def test_numba_steps_match_the_host_in_the_simulator_or_on_the_gpu():
+    """Numba's steps 1 and 2 (GPU or simulator): tails, one and two blocks,
+    several tiles per block."""
+    from numba import cuda
+
+    rng = np.random.default_rng(0)
+    for n in (4, 2052, 4100):
+        x = rng.standard_normal(n).astype(np.float32)
+        want = ws.stream_reference(x, 3)
+        for step in ws.NB_STEPS:
+            for blocks in (1, 2):
+                out = cuda.to_device(np.full(n, np.nan, np.float32))
+                ws.stream_numba(cuda.to_device(x), out, k=3, step=step, blocks=blocks)
+                got = out.copy_to_host()
+                assert not np.isnan(got).any(), (step, n, blocks)
+                assert np.max(np.abs(got - want)) < 1e-5, (step, n, blocks)
+
+
+def test_numba_steps_refuse_bad_input():
+    from numba import cuda
+
+    x = cuda.to_device(np.zeros(6, np.float32))
+    with pytest.raises(ValueError, match="multiple of 4"):
+        ws.stream_numba(x, cuda.to_device(np.zeros(6, np.float32)), k=1)
+    with pytest.raises(TypeError, match="out must have dtype float32"):
+        ws.stream_numba(cuda.to_device(np.zeros(8, np.float32)), cuda.to_device(np.zeros(8)), k=1)
+    with pytest.raises(ValueError, match="step must be one of"):
+        ws.stream_numba(x, x, k=1, step="ws_tma")
+
+
+def test_sass_has_the_instructions_each_step_is_about():
+    from kernels import sass
+
+    if not sass.available():
+        pytest.skip("nvcc, cuobjdump or nvdisasm not found")
+    text = {k: "\n".join(sass.sass("warp_specialization.cu", k, arch="sm_90a"))
+            for k in ("ws_regbuf", "ws_cpasync", "ws_pipeline", "ws_tma", "ws_tma_regs")}
+    assert "LDGSTS" in text["ws_cpasync"] and "LDGSTS" in text["ws_pipeline"] and "LDGSTS" not in text["ws_regbuf"]
+    assert "UBLKCP" in text["ws_tma"] and "SYNCS" in text["ws_tma"] and "USETMAXREG" not in text["ws_tma"]
+    assert "USETMAXREG" in text["ws_tma_regs"]
+    gemm = {k: "\n".join(sass.sass("hopper_gemm.cu", k, arch="sm_90a"))
+            for k in ("hg_plain_256", "hg_ws_256", "hg_ws_cluster_persistent_256")}
+    for name, t in gemm.items():
+        assert "HGMMA.64x256x16.F32" in t and "UTMALDG.2D" in t, name
+    assert "USETMAXREG" in gemm["hg_ws_256"] and "USETMAXREG" not in gemm["hg_plain_256"]
+    assert "UTMALDG.2D.MULTICAST" in gemm["hg_ws_cluster_persistent_256"]
+
+
+# --- GPU: the streaming ladder -------------------------------------------------
+
+@gpu
+@pytest.mark.parametrize("step", ws.STEPS)
+def test_stream_step_matches_the_host(step):
+    import cupy as cp
+
+    for n in (4, 2048, 2052, 100_000, 1_000_004):
+        x = cp.random.default_rng(n).standard_normal(n, dtype=cp.float32)
+        for k in (0, 1, 7):
+            want = ws.stream_reference(cp.asnumpy(x), k)
+            for blocks in (None, 1, 3):
+                out = cp.full(n, cp.nan, dtype=cp.float32)
+                assert ws.stream(x, out, k=k, step=step, blocks=blocks) is out
+                got = cp.asnumpy(out)
+                assert not np.isnan(got).any(), (n, k, blocks)
+                assert np.max(np.abs(got - want)) < 1e-5, (n, k, blocks)
+
+
+@gpu
+def test_stream_refuses_bad_input():
+    import cupy as cp
+
+    x = cp.zeros(8, dtype=cp.float32)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        ws.stream(cp.zeros(6, dtype=cp.float32), k=1)
+    with pytest.raises(ValueError, match="16-byte boundary"):
+        ws.stream(cp.zeros(12, dtype=cp.float32)[1:9], k=1)
+    with pytest.raises(TypeError, match="x must have dtype float32"):
+        ws.stream(cp.zeros(8), k=1)
+    with pytest.raises(ValueError, match="k must be in"):
+        ws.stream(x, k=-1)
+    with pytest.raises(ValueError, match="overlap"):
+        ws.stream(x, x, k=1)
+    with pytest.raises(TypeError, match="cupy.ndarray"):
+        ws.stream(np.zeros(8, np.float32), k=1)
+
+
+# --- GPU: the Hopper GEMM ------------------------------------------------------
+
+def _gemm_inputs(M, N, K, seed=0):
+    import cupy as cp
+
+    rng = cp.random.default_rng(seed)
+    A = rng.standard_normal((M, K), dtype=cp.float32).astype(cp.float16)
+    Bt = rng.standard_normal((N, K), dtype=cp.float32).astype(cp.float16)
+    return A, Bt, A.astype(cp.float64) @ Bt.astype(cp.float64).T
+
+
+def _check_gemm(C, A, Bt, ref):
+    """FP32 accumulation of exact FP16 products: |C - ref| within K * 2^-20 * (|A| @ |Bt|^T)."""
+    import cupy as cp
+
+    K = A.shape[1]
+    bound = K * 2.0**-20 * (cp.abs(A.astype(cp.float64)) @ cp.abs(Bt.astype(cp.float64)).T) + 1e-30
+    assert not bool(cp.isnan(C).any()), "an element was left unwritten (NaN)"
+    worst = float((cp.abs(C.astype(cp.float64) - ref) / bound).max())
+    assert worst <= 1.0, f"error {worst:.2f} x the FP32-accumulation bound"
+
+
+GEMM_SHAPES = [(1, 1, 8), (128, 256, 64), (1000, 1013, 776), (130, 260, 4104), (257, 513, 200), (2048, 2048, 2048)]
+
+
+@gpu
+@pytest.mark.parametrize("kernel", list(hg.KERNELS))
+def test_gemm_kernel_matches_float64(kernel):
+    import cupy as cp
+
+    for M, N, K in GEMM_SHAPES:
+        A, Bt, ref = _gemm_inputs(M, N, K)
+        C = cp.full((M, N), cp.nan, dtype=cp.float32)
+        assert hg.hopper_gemm(A, Bt, C, kernel=kernel) is C
+        _check_gemm(C, A, Bt, ref)
+
+
+@gpu
+def test_gemm_4096_and_cublas_agree_with_float64():
+    import cupy as cp
+
+    A, Bt, ref = _gemm_inputs(4096, 4096, 4096, seed=1)
+    for fn in (hg.hopper_gemm, hg.cublas_gemm_tn):
+        C = cp.full((4096, 4096), cp.nan, dtype=cp.float32)
+        fn(A, Bt, C)
+        _check_gemm(C, A, Bt, ref)
+
+
+@gpu
+def test_gemm_refuses_bad_input():
+    import cupy as cp
+
+    A = cp.zeros((64, 64), dtype=cp.float16)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        hg.hopper_gemm(cp.zeros((64, 60), dtype=cp.float16), cp.zeros((64, 60), dtype=cp.float16))
+    with pytest.raises(ValueError, match="share K"):
+        hg.hopper_gemm(A, cp.zeros((64, 72), dtype=cp.float16))
+    with pytest.raises(TypeError, match="A must have dtype float16"):
+        hg.hopper_gemm(A.astype(cp.float32), A)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        hg.hopper_gemm(A.T[:, :64], A)
+    with pytest.raises(ValueError, match="C must be 64x64"):
+        hg.hopper_gemm(A, A, cp.zeros((64, 32), dtype=cp.float32))
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        hg.hopper_gemm(A, A, kernel="hg_magic")
+    C = hg.hopper_gemm(A[:, :0].copy(), A[:, :0].copy())
+    assert C.shape == (64, 64) and not bool(C.any())  # K = 0: C = 0
