@@ -66,10 +66,14 @@ def launch_each(n: int) -> None:
 
     from .. import harness, hopper_gemm as hg
 
-    rng = cp.random.default_rng(n)
-    A = rng.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
-    Bt = rng.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
-    ref = A.astype(cp.float64) @ Bt.astype(cp.float64).T
+    import numpy as np
+
+    rng = np.random.default_rng(n)
+    A16 = rng.standard_normal((n, n), dtype=np.float32).astype(np.float16)
+    Bt16 = rng.standard_normal((n, n), dtype=np.float32).astype(np.float16)
+    # the reference on the host: a float64 GEMM on the GPU would be profiled as cuBLAS's
+    ref = A16.astype(np.float64) @ Bt16.astype(np.float64).T
+    A, Bt = cp.asarray(A16), cp.asarray(Bt16)
     C = cp.empty((n, n), dtype=cp.float32)
     for name in ("cublas", *hg.KERNELS):
         C.fill(cp.nan)
@@ -77,7 +81,7 @@ def launch_each(n: int) -> None:
             hg.cublas_gemm_tn(A, Bt, C)
         else:
             hg.hopper_gemm(A, Bt, C, kernel=name)
-        err = harness.rel_err(C, ref)
+        err = harness.rel_err(cp.asnumpy(C), ref)
         if not err < 1e-5:
             raise RuntimeError(f"{name}: rel_err {err}")
 
