@@ -118,9 +118,13 @@ def stream_reference(x: np.ndarray, k: int, a: float = 0.999, b: float = 0.001) 
 
 
 # --8<-- [start:ws_numba]
+import numpy as np
+from numba import cuda, float32
+
 # Numba has no cp.async, pipeline, mbarrier, TMA or setmaxnreg: steps 1 and
 # 2 of the ladder are as far as it goes. Four values per thread per tile
 # piece, four independent FMA chains, as in the CUDA C steps.
+TILE = 2048  # floats per tile, as in warp_specialization.cu
 NB_THREADS = 256
 NB_PER = TILE // 4 // NB_THREADS  # float4-sized pieces per thread per tile
 NB_HELD = 4 * NB_PER  # floats each thread holds for the next tile (step 2)
@@ -195,23 +199,35 @@ NB_STEPS = {"ws_sync_numba": ws_sync_numba, "ws_regbuf_numba": ws_regbuf_numba}
 
 def stream_numba(x, out, *, k: int, step: str = "ws_regbuf_numba", a: float = 0.999, b: float = 0.001,
                  blocks: int | None = None):
-    """The Numba steps: x and out float32 Numba device arrays, x.size a multiple of 4."""
+    """The Numba steps: x and out float32 Numba device arrays of one length,
+    a multiple of 4; blocks: the grid (default six blocks per SM)."""
     if step not in NB_STEPS:
         raise ValueError(f"step must be one of {tuple(NB_STEPS)}, got {step!r}")
-    checks.require_numba_array("x", x)
-    checks.require_numba_array("out", out)
-    checks.require_dtype("x", x, np.float32)
-    checks.require_dtype("out", out, np.float32)
+    for name, v in (("x", x), ("out", out)):
+        if not hasattr(v, "copy_to_host"):  # a Numba device array (the simulator's too)
+            raise TypeError(f"{name} must be a Numba device array, got {type(v).__name__}")
+        if v.dtype != np.float32:
+            raise TypeError(f"{name} must have dtype float32, got {v.dtype}")
     if x.shape != out.shape or len(x.shape) != 1:
         raise ValueError(f"x and out must be vectors of one length, got {x.shape} and {out.shape}")
     if x.size % 4:
         raise ValueError(f"x.size must be a multiple of 4, got {x.size}")
-    k = checks.require_int("k", k, 0, 1 << 20)
-    tiles = -(-x.size // TILE)
-    if blocks is None:
-        blocks = cuda.get_current_device().MULTIPROCESSOR_COUNT * 6
-    blocks = max(1, min(blocks, tiles))
+    if not isinstance(k, (int, np.integer)) or not 0 <= k <= 1 << 20:
+        raise ValueError(f"k must be an int in [0, {1 << 20}], got {k!r}")
     if x.size:
-        NB_STEPS[step][blocks, NB_THREADS](x, out, k, np.float32(a), np.float32(b))
+        NB_STEPS[step][numba_grid(x.size, blocks), NB_THREADS](x, out, k, np.float32(a), np.float32(b))
     return out
+
+
+def numba_grid(n, blocks=None):
+    """Blocks to launch for n floats: `blocks` (default six per SM, what fits
+    at 256 threads), never more than there are tiles."""
+    if blocks is None:
+        blocks = sm_count() * 6
+    return max(1, min(blocks, -(-n // TILE)))
+
+
+def sm_count():
+    """The GPU's SM count (the simulator's device has none: one)."""
+    return getattr(cuda.get_current_device(), "MULTIPROCESSOR_COUNT", 1)
 # --8<-- [end:ws_numba]

@@ -164,6 +164,31 @@ def summary(data: dict) -> list[str]:
     return out
 
 
+def claims(data: dict) -> None:
+    """docs/warp-specialization*.md, "Measured": what the tables show, against
+    the committed measurements."""
+    rows = results.select(data, TOPIC)
+    t = {(r["step"], r["k"]): r for r in rows}
+    cupy_steps = [s for s in ("ws_sync", "ws_regbuf", "ws_cpasync", "ws_pipeline", "ws_tma", "ws_tma_regs")]
+    for k in (1, 8):  # below the ridge: every CUDA C step streams at about the same rate
+        assert all(0.88 <= t[s, k]["ratio"] <= 1.12 for s in cupy_steps), k
+    for k in (48, 64, 128, 256):  # near and above the ridge: the best step is not a specialized one
+        best_plain = min(t[s, k]["ms"] for s in ("ws_sync", "ws_regbuf", "ws_cpasync"))
+        best_ws = min(t[s, k]["ms"] for s in ("ws_pipeline", "ws_tma", "ws_tma_regs"))
+        assert best_ws > best_plain, k
+        assert min(cupy_steps, key=lambda s: t[s, k]["ms"]) == "ws_regbuf", k       # step 2 is the fastest
+        assert t["ws_tma_regs", k]["ms"] < t["ws_tma", k]["ms"], k                   # step 6 ahead of step 5
+        assert t["ws_tma_regs", k]["ms"] < 1.15 * t["ws_regbuf", k]["ms"], k         # and close to the best
+        assert min(t["ws_pipeline", k]["ms"], t["ws_tma", k]["ms"]) > t["ws_tma_regs", k]["ms"], k  # 4, 5 trail
+    ridge = [t[s, RIDGE_K] for s in cupy_steps]
+    assert all(r["top_stall"] == "not_selected" for r in ridge)                        # short of issue slots
+    assert t["ws_regbuf", RIDGE_K]["blocks_per_sm"] == 6 and t["ws_tma_regs", RIDGE_K]["blocks_per_sm"] == 2
+    assert t["ws_tma", RIDGE_K]["blocks_per_sm"] == 3
+    for k in KS:  # Numba well behind the CUDA C steps at every k
+        assert max(t[s, k]["ms"] for s in cupy_steps) < min(t[s, k]["ms"] for s in NUMBA_STEPS), k
+    assert all(r["rel_err"] < 1e-6 for r in rows)
+
+
 def sanitize() -> None:
     """`make sanitize`: every step once at odd sizes and grids, checked."""
     import cupy as cp

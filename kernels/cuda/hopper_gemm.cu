@@ -143,7 +143,6 @@ __device__ __forceinline__ void wgmma_f16<256>(float (&d)[128], unsigned long lo
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
-
 // --8<-- [end:hg_wgmma]
 
 // --8<-- [start:hg_kernel]

@@ -37,7 +37,6 @@ __device__ __forceinline__ float4 work(float4 v, float a, float b, int k) {
     }
     return v;
 }
-
 // --8<-- [end:ws_work]
 
 // --8<-- [start:ws_sync]
@@ -59,7 +58,6 @@ extern "C" __global__ void __launch_bounds__(256) ws_sync(const float* __restric
         __syncthreads();  // the buffer is refilled next
     }
 }
-
 // --8<-- [end:ws_sync]
 
 // --8<-- [start:ws_regbuf]
@@ -94,7 +92,6 @@ extern "C" __global__ void __launch_bounds__(256) ws_regbuf(const float* __restr
         __syncthreads();
     }
 }
-
 // --8<-- [end:ws_regbuf]
 
 // --8<-- [start:ws_cpasync]
@@ -129,7 +126,6 @@ extern "C" __global__ void __launch_bounds__(256) ws_cpasync(const float* __rest
         s = (s + 1) % STAGES;
     }
 }
-
 // --8<-- [end:ws_cpasync]
 
 // --8<-- [start:ws_pipeline]
@@ -169,7 +165,6 @@ extern "C" __global__ void __launch_bounds__(256) ws_pipeline(const float* __res
     }
     __syncthreads();  // no thread leaves while the pipeline's barriers are in use
 }
-
 // --8<-- [end:ws_pipeline]
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // steps 5 and 6: sm_90 and newer
@@ -198,7 +193,6 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned b
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                  :: "r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)) : "memory");
 }
-
 // --8<-- [end:ws_mbarrier]
 
 // --8<-- [start:ws_tma]
