@@ -13,16 +13,13 @@ Each record:
 - sustained: throughput, board energy per GFLOP (NVML energy counter) and
   the SM clock (NVML, sampled) over a loop of >= 2.5 s, where the 700 W
   power limit sets the clock;
-- one launch under Nsight Compute (--clock-control none, in a child
-  process): its time, SM clock, the tensor pipe's share of its peak, L2
-  and DRAM bytes; ncu_ratio = cuBLAS's profiled time / this one's;
+- (one launch of each under Nsight Compute: topic tc_hopper_gemm_profile);
 - registers, shared memory and blocks per SM of the kernel.
 """
 
 from __future__ import annotations
 
 import statistics
-import sys
 from pathlib import Path
 
 from .. import results
@@ -50,63 +47,6 @@ LABELS = {
     "bn": ("BN", "BN"),
     "stages": ("级数", "stages"),
 }
-METRICS = {
-    "ncu_ns": "gpu__time_duration.sum",
-    "ncu_hz": "sm__cycles_elapsed.avg.per_second",
-    "tensor_pipe_active": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-    "l2_bytes": "lts__t_bytes.sum",
-    "dram_bytes": "dram__bytes.sum",
-}
-
-
-def launch_each(n: int) -> None:
-    """The child ncu profiles: cuBLAS and every kernel once at n^3, each
-    checked against a float64 product."""
-    import cupy as cp
-
-    from .. import harness, hopper_gemm as hg
-
-    import numpy as np
-
-    rng = np.random.default_rng(n)
-    A16 = rng.standard_normal((n, n), dtype=np.float32).astype(np.float16)
-    Bt16 = rng.standard_normal((n, n), dtype=np.float32).astype(np.float16)
-    # the reference on the host: a float64 GEMM on the GPU would be profiled as cuBLAS's
-    ref = A16.astype(np.float64) @ Bt16.astype(np.float64).T
-    A, Bt = cp.asarray(A16), cp.asarray(Bt16)
-    C = cp.empty((n, n), dtype=cp.float32)
-    for name in ("cublas", *hg.KERNELS):
-        C.fill(cp.nan)
-        if name == "cublas":
-            hg.cublas_gemm_tn(A, Bt, C)
-        else:
-            hg.hopper_gemm(A, Bt, C, kernel=name)
-        err = harness.rel_err(cp.asnumpy(C), ref)
-        if not err < 1e-5:
-            raise RuntimeError(f"{name}: rel_err {err}")
-
-
-def profile(n: int) -> dict:
-    """{kernel or "cublas": {metric: value}} from one launch each under ncu."""
-    from .. import harness, hopper_gemm as hg
-
-    rows, _ = harness.ncu_metrics(list(METRICS.values()), "hg_|gemm|nvjet|xmma",
-                                  ["kernels.bench.tc_hopper_gemm", "--launch-each", str(n)],
-                                  need="tc_hopper_gemm reads Nsight Compute's counters")
-    by_metric = {v: k for k, v in METRICS.items()}
-    found: dict = {}
-    for kernel, metric, value in rows:
-        name = kernel if kernel in hg.KERNELS else "cublas"
-        if metric in by_metric:
-            m = found.setdefault(name, {})
-            if metric == METRICS["ncu_ns"] and "ncu_ns" in m:  # cuBLAS in several kernels: times summed
-                m["ncu_ns"] += value
-            else:
-                m[by_metric[metric]] = value
-    missing = {"cublas", *hg.KERNELS} - set(found)
-    if missing:
-        raise RuntimeError(f"ncu reported nothing for {sorted(missing)}")
-    return found
 
 
 def measure(quick: bool = False) -> list[dict]:
@@ -147,24 +87,19 @@ def measure(quick: bool = False) -> list[dict]:
             with harness.ClockSampler(0.05) as clocks:
                 e = harness.measure_energy(fn, args, min_seconds=0.5 if quick else 2.5)
             sustained[name] = (e, clocks.summary())
-        prof = profile(n)
         cub_e, _ = sustained["cublas"]
         for name in fns:
             ms = statistics.median(times[name])
             ratio = statistics.median(times["cublas"]) / ms  # = tflops / cuBLAS's tflops
             paired = statistics.median(c / t for c, t in zip(times["cublas"], times[name]))
             e, clk = sustained[name]
-            p = prof[name]
             fields = dict(
                 tflops=2 * n**3 / (ms * 1e-3) / 1e12, rounds=len(times[name]), paired_ratio=paired,
                 sustained_tflops=2 * n**3 * e["calls"] / e["seconds"] / 1e12,
                 sustained_ratio=(e["calls"] / e["seconds"]) / (cub_e["calls"] / cub_e["seconds"]),
                 energy_ratio=(e["j_per_call"] / cub_e["j_per_call"]),
                 sm_clock_mhz=clk.get("sm_clock_mhz"), power_w_median=clk.get("power_w_median"),
-                ncu_ms=p["ncu_ns"] / 1e6, ncu_ratio=prof["cublas"]["ncu_ns"] / p["ncu_ns"],
-                ncu_clock_ghz=p["ncu_hz"] / 1e9, tensor_pipe_active=p["tensor_pipe_active"] / 100,
-                l2_gbytes=p["l2_bytes"] / 1e9, dram_gbytes=p["dram_bytes"] / 1e9,
-                profiler="ncu --clock-control none", **harness.energy_fields(e, gflop=gflop))
+                **harness.energy_fields(e, gflop=gflop))
             if name == "cublas":
                 rec = results.record(TOPIC, "cublas", "gemmex_tn_f16_f32", shape, "float16", ms=ms,
                                      rel_err=errs[name], ratio=1.0, **fields)
@@ -226,7 +161,7 @@ def summary(data: dict) -> list[str]:
     for r in results.select(data, TOPIC):
         out.append(f"{r['variant']:30} {r['shape'][0]:5} {r['ms']:8.4f} ms {r['tflops']:6.1f} TFLOP/s "
                    f"x{r['ratio']:.3f} sustained x{r['sustained_ratio']:.3f} energy x{r['energy_ratio']:.3f} "
-                   f"ncu x{r['ncu_ratio']:.3f} tensor {r['tensor_pipe_active']:.3f} L2 {r['l2_gbytes']:.2f} GB")
+                   )
     return out
 
 
@@ -244,10 +179,3 @@ def sanitize() -> None:
             C = cp.full((M, N), cp.nan, dtype=cp.float32)
             hg.hopper_gemm(A, Bt, C, kernel=name)
             assert harness.rel_err(C, ref) < 1e-5, (name, M, N, K)
-
-
-if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--launch-each":
-        launch_each(int(sys.argv[2]))
-    else:
-        raise SystemExit("usage: python -m kernels.bench.tc_hopper_gemm --launch-each N")

@@ -1,0 +1,128 @@
+"""Topic `tc_hopper_gemm_profile`: what Nsight Compute sees in one launch of
+each Hopper GEMM kernel (kernels/cuda/hopper_gemm.cu) and of cuBLAS's GEMM of
+the same layout, at 4096^3 and 8192^3 (`ncu --clock-control none`, in a
+child process that checks every result against a float64 product made on
+the host, so that no other GEMM runs under the profiler).
+
+Each record: the launch's time under the profiler (ms) and TFLOP/s, ratio =
+cuBLAS's profiled time / this one's, the SM clock it ran at, the tensor
+pipe's share of its peak, and the bytes through L2 and from DRAM. Without
+ncu on PATH the bench stops and says so.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .. import results
+
+TOPIC = "tc_hopper_gemm_profile"
+ORDER = 48
+SIZES = (4096, 8192)
+LABELS = {
+    "ncu_clock_ghz": ("ncu 下的 SM 时钟 (GHz)", "SM clock under ncu (GHz)"),
+    "tensor_pipe_active": ("Tensor 流水线占用", "tensor pipe busy"),
+    "l2_gbytes": ("L2 流量 (GB)", "L2 traffic (GB)"),
+    "dram_gbytes": ("显存流量 (GB)", "DRAM traffic (GB)"),
+}
+METRICS = {
+    "ncu_ns": "gpu__time_duration.sum",
+    "ncu_hz": "sm__cycles_elapsed.avg.per_second",
+    "tensor_pipe_active": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "l2_bytes": "lts__t_bytes.sum",
+    "dram_bytes": "dram__bytes.sum",
+}
+
+
+def launch_each(n: int) -> None:
+    """The child ncu profiles: cuBLAS and every kernel once at n^3, each
+    checked against a float64 product."""
+    import cupy as cp
+
+    from .. import harness, hopper_gemm as hg
+
+    import numpy as np
+
+    rng = np.random.default_rng(n)
+    A16 = rng.standard_normal((n, n), dtype=np.float32).astype(np.float16)
+    Bt16 = rng.standard_normal((n, n), dtype=np.float32).astype(np.float16)
+    # the reference on the host: a float64 GEMM on the GPU would be profiled as cuBLAS's
+    ref = A16.astype(np.float64) @ Bt16.astype(np.float64).T
+    A, Bt = cp.asarray(A16), cp.asarray(Bt16)
+    C = cp.empty((n, n), dtype=cp.float32)
+    for name in ("cublas", *hg.KERNELS):
+        C.fill(cp.nan)
+        if name == "cublas":
+            hg.cublas_gemm_tn(A, Bt, C)
+        else:
+            hg.hopper_gemm(A, Bt, C, kernel=name)
+        err = harness.rel_err(cp.asnumpy(C), ref)
+        if not err < 1e-5:
+            raise RuntimeError(f"{name}: rel_err {err}")
+        print(f"rel_err {name} {err!r}", flush=True)
+
+
+def profile(n: int) -> dict:
+    """{kernel or "cublas": {metric: value}} from one launch each under ncu."""
+    from .. import harness, hopper_gemm as hg
+
+    rows, lines = harness.ncu_metrics(list(METRICS.values()), "hg_|gemm|nvjet|xmma",
+                                  ["kernels.bench.tc_hopper_gemm_profile", "--launch-each", str(n)],
+                                  need="tc_hopper_gemm_profile reads Nsight Compute's counters")
+    by_metric = {v: k for k, v in METRICS.items()}
+    found: dict = {}
+    for kernel, metric, value in rows:
+        name = kernel if kernel in hg.KERNELS else "cublas"
+        if metric in by_metric:
+            m = found.setdefault(name, {})
+            if metric == METRICS["ncu_ns"] and "ncu_ns" in m:  # cuBLAS in several kernels: times summed
+                m["ncu_ns"] += value
+            else:
+                m[by_metric[metric]] = value
+    for ln in lines:
+        if ln.startswith("rel_err ") and ln.split()[1] in found:
+            found[ln.split()[1]]["err"] = float(ln.split()[2])
+    missing = {"cublas", *hg.KERNELS} - {k for k, v in found.items() if "err" in v}
+    if missing:
+        raise RuntimeError(f"ncu reported nothing for {sorted(missing)}")
+    return found
+
+
+
+def measure(quick: bool = False) -> list[dict]:
+    from .. import hopper_gemm as hg
+
+    records = []
+    for n in ((2048,) if quick else SIZES):
+        shape = [n, n, n]
+        prof = profile(n)
+        ref_id = results.record_id(TOPIC, "cublas", "gemmex_tn_f16_f32", shape, "float16")
+        for name in ("cublas", *hg.KERNELS):
+            p = prof[name]
+            ms = p["ncu_ns"] / 1e6
+            impl, variant = ("cublas", "gemmex_tn_f16_f32") if name == "cublas" else ("cupy", name)
+            records.append(results.record(
+                TOPIC, impl, variant, shape, "float16", ms=ms, ref=ref_id, rel_err=p["err"],
+                tflops=2 * n**3 / (ms * 1e-3) / 1e12, ratio=prof["cublas"]["ncu_ns"] / p["ncu_ns"],
+                ncu_clock_ghz=p["ncu_hz"] / 1e9, tensor_pipe_active=p["tensor_pipe_active"] / 100,
+                l2_gbytes=p["l2_bytes"] / 1e9, dram_gbytes=p["dram_bytes"] / 1e9,
+                profiler="ncu --clock-control none"))
+    return records
+
+
+def plot(data: dict, out_dir: Path) -> list[Path]:
+    return []
+
+
+def summary(data: dict) -> list[str]:
+    return [f"{r['variant']:30} {r['shape'][0]:5} {r['ms']:.4f} ms x{r['ratio']:.3f} "
+            f"tensor {r['tensor_pipe_active']:.3f} L2 {r['l2_gbytes']:.2f} GB {r['ncu_clock_ghz']:.2f} GHz"
+            for r in results.select(data, TOPIC)]
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--launch-each":
+        launch_each(int(sys.argv[2]))
+    else:
+        raise SystemExit("usage: python -m kernels.bench.tc_hopper_gemm_profile --launch-each N")
