@@ -165,6 +165,23 @@ def summary(data: dict) -> list[str]:
     return out
 
 
+def claims(data: dict) -> None:
+    """docs/warp-specialization*.md, the GEMM's "Measured": what the table
+    shows, against the committed measurements."""
+    rows = results.select(data, TOPIC)
+    r = {(x["variant"], x["shape"][0]): x for x in rows}
+    for n in SIZES:
+        best = max((x for x in rows if x["impl"] == "cupy" and x["shape"][0] == n), key=lambda x: x["ratio"])
+        assert best["ratio"] >= (0.97 if n == 8192 else 0.93), n       # cuBLAS's speed; within a few percent
+        assert best["energy_ratio"] <= 1.06, n                           # about the same energy per FLOP
+        for family in ("hg_plain", "hg_ws", "hg_ws_persistent"):       # BN = 256 ahead in every family
+            assert r[f"{family}_256", n]["ratio"] > r[f"{family}_128", n]["ratio"], (family, n)
+        assert abs(r["hg_plain_256", n]["ratio"] - r["hg_ws_256", n]["ratio"]) < 0.05, n  # specialization alone
+        for v in ("hg_plain_256", "hg_ws_256", "hg_ws_persistent_256", "hg_ws_cluster_persistent_256"):
+            assert 0.93 <= r[v, n]["sustained_ratio"] <= 1.05, (v, n)
+    assert all(x["rel_err"] < 1e-5 for x in rows)
+
+
 def sanitize() -> None:
     """`make sanitize`: every kernel once at small odd shapes, checked."""
     import cupy as cp

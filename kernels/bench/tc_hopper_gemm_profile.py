@@ -111,6 +111,21 @@ def measure(quick: bool = False) -> list[dict]:
     return records
 
 
+def claims(data: dict) -> None:
+    """docs/warp-specialization*.md, "What limits the last step": one launch
+    of each under the profiler, against the committed measurements."""
+    rows = results.select(data, TOPIC)
+    r = {(x["variant"], x["shape"][0]): x for x in rows}
+    big = [x for x in rows if x["shape"][0] == 8192 and x["impl"] == "cupy" and x["variant"].endswith("_256")]
+    assert big and all(x["ratio"] >= 0.95 and x["tensor_pipe_active"] >= 0.9 for x in big)  # as long as cuBLAS's
+    for n in SIZES:
+        cublas = r["gemmex_tn_f16_f32", n]
+        assert all(x["l2_gbytes"] > cublas["l2_gbytes"] for x in rows if x["impl"] == "cupy" and x["shape"][0] == n)
+        assert r["hg_ws_cluster_persistent_256", n]["l2_gbytes"] < r["hg_ws_persistent_256", n]["l2_gbytes"]
+    assert r["hg_ws_cluster_256", 8192]["l2_gbytes"] < r["hg_ws_256", 8192]["l2_gbytes"]   # multicast: less L2
+    assert all(x["rel_err"] < 1e-5 for x in rows)
+
+
 def plot(data: dict, out_dir: Path) -> list[Path]:
     return []
 
