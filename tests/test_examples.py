@@ -72,6 +72,12 @@ FAULTS = {
                         ("tensor_cores.py", "(M + bm - 1) // bm), (threads,)", "M // bm), (threads,)", "cupy"),
                         ("tensor_cores.py", "return C.astype(cp.float64) * sx * sw[None, :]",
                          "return C.astype(cp.float64) * sw[None, :]", "cupy")],
+    # the Numba step reads its tile one off; the CUDA C steps add -b; the GEMM swaps a pair of columns
+    "warp_specialization.py": [("warp_specialization.py", "buf[q + e] = x[base + q + e]",
+                                "buf[q + e] = x[base + q + e] + float32(1.0)", "numba"),
+                               ("warp_specialization.cu", "v.x = fmaf(v.x, a, b);", "v.x = fmaf(v.x, a, -b);", "cupy"),
+                               ("hopper_gemm.cu", "make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1])",
+                                "make_float2(d[4 * j + 2 * h + 1], d[4 * j + 2 * h])", "cupy")],
     "stencil.py": [("stencil.py", "if row < H and col < W:", "if row < H and col < W - 1:", "numba"),
                    ("stencil.cu", "if (y < H && x < W) {", "if (y < H && x < W - 1) {", "cupy"),
                    ("stencil.cu", "acc += w[(dy + R) * KW + dx + R] * pixel(in, H, W, y + dy, x + dx);",

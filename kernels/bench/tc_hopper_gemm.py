@@ -116,7 +116,8 @@ def measure(quick: bool = False) -> list[dict]:
 
 
 PLOT_WORDS = {
-    "Hopper FP16 GEMM against cuBLAS": "Hopper FP16 GEMM 与 cuBLAS 对比",
+    "Hopper FP16 GEMM against cuBLAS": "手写 FP16 GEMM（专用化与否）与 cuBLAS 对比",
+    "BN": "分块宽",
     "this kernel / cuBLAS (time, paired rounds)": "本核函数 / cuBLAS（时间，成对轮次）",
     "plain": "不专用化",
     "specialized": "专用化",

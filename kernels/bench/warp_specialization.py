@@ -122,7 +122,7 @@ def measure(quick: bool = False) -> list[dict]:
 
 PLOT_WORDS = {
     "The streaming ladder across arithmetic intensity": "流式阶梯：算术强度从低到高",
-    "FLOP per byte (k / 4)": "每字节 FLOP（k / 4）",
+    "FLOP per byte (k / 4)": "每字节 FLOP（每元素 FMA 数的四分之一）",
     "TFLOP/s": "TFLOP/s",
     "pJ per FLOP (board)": "每 FLOP 皮焦（整卡）",
     "(Numba)": "（Numba）",
@@ -133,7 +133,8 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     rows = results.select(data, TOPIC)
     env = data["topics"][TOPIC]["env"]
     fig, (ax1, ax2) = plotting.new_figure(7.5, 6.5, nrows=2)
-    steps = list(dict.fromkeys(r["step"] for r in rows))
+    order = ("ws_sync", "ws_regbuf", "ws_cpasync", "ws_pipeline", "ws_tma", "ws_tma_regs", *NUMBA_STEPS)
+    steps = [s for s in order if any(r["step"] == s for r in rows)]
     styles = {"ws_sync": "o-", "ws_regbuf": "s-", "ws_cpasync": "^-", "ws_pipeline": "v--", "ws_tma": "D--",
               "ws_tma_regs": "P--", "ws_sync_numba": "o:", "ws_regbuf_numba": "s:"}
     for step in steps:
