@@ -20,8 +20,8 @@
 #     python warp_specialization.py                # check everything, time the ladder
 #     python warp_specialization.py --size 4096    # also time the GEMM at 4096^3
 #
-# Copy with it: kernels/cuda/warp_specialization.cu, ws_primitives.cu and
-# hopper_gemm.cu (beside this file). Needs numpy, cupy and numba(-cuda); the
+# Copy with it: kernels/cuda/warp_specialization.cu, kernels/cuda/ws_primitives.cu
+# and kernels/cuda/hopper_gemm.cu (beside this file). Needs numpy, cupy and numba(-cuda); the
 # TMA descriptors come from the CUDA driver itself, through ctypes. Steps 3-4 need
 # compute capability 8.0, steps 5-6, the TMA primitives and clusters 9.0,
 # setmaxnreg and the GEMM sm_90a (an H100 or H200). Without a GPU only
@@ -444,9 +444,13 @@ import argparse
 def main(argv=None):
     p = argparse.ArgumentParser(description="Warp specialization: streaming ladder, primitives, Hopper GEMM.")
     p.add_argument("--size", type=int, default=0, help="also time the GEMM at size^3 (a multiple of 8)")
+    p.add_argument("--impl", choices=["all", "cupy", "numba"], default="all")
     args, _ = p.parse_known_args(argv)
-    for step in NB_STEPS:
-        print(f"numba {step}: max error {check_stream_numba(step):.1e}")
+    if args.impl in ("all", "numba"):
+        for step in NB_STEPS:
+            print(f"numba {step}: max error {check_stream_numba(step):.1e}")
+    if args.impl == "numba":
+        return
     if not has_gpu():
         print("cupy: skipped (needs a CUDA GPU)")
         return
