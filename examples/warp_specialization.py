@@ -127,6 +127,8 @@ def stream(x, out, *, k, step="ws_regbuf", a=0.999, b=0.001):
         raise ValueError("x and out must be float32 vectors of one length")
     if x.size % 4 or x.data.ptr % 16 or out.data.ptr % 16:
         raise ValueError("x.size must be a multiple of 4, x and out 16-byte aligned")
+    if cp.may_share_memory(out, x):  # x and out are __restrict__ in the kernels
+        raise ValueError("out must not overlap x: other threads still read x while out is written")
     dev = cp.cuda.Device()
     cc = dev.compute_capability
     if int(cc) < int(NEEDS[step]) or (step == "ws_tma_regs" and cc != "90"):
@@ -144,6 +146,11 @@ def check_stream(step, n=100_004, k=7):
     import cupy as cp
 
     x = cp.random.default_rng(n).standard_normal(n, dtype=cp.float32)
+    try:
+        stream(x, x, k=k, step=step)
+        raise AssertionError(f"{step}: out = x was accepted")
+    except ValueError as e:
+        assert "must not overlap" in str(e), e
     out = cp.full(n, cp.nan, dtype=cp.float32)
     stream(x, out, k=k, step=step)
     err = float(np.max(np.abs(cp.asnumpy(out) - stream_reference(cp.asnumpy(x), k))))
@@ -234,6 +241,25 @@ def ws_regbuf_numba(x, out, k, a, b):
 NB_STEPS = {"ws_sync_numba": ws_sync_numba, "ws_regbuf_numba": ws_regbuf_numba}
 
 
+def overlaps(a, b):
+    """Might the device arrays a and b share memory? True when the address
+    ranges their elements span intersect (from the CUDA array interface; in
+    Numba's simulator, whose device arrays wrap NumPy arrays, the NumPy one).
+    A bounds check, as cupy.may_share_memory: a[::2] and a[1::2] overlap."""
+    def span(v):  # [lo, hi): the first and one past the last byte of v
+        face = getattr(v, "__cuda_array_interface__", None) or v.__array_interface__
+        lo = hi = face["data"][0]
+        for size, step in zip(v.shape, v.strides):
+            hi += max(step, 0) * (size - 1)
+            lo += min(step, 0) * (size - 1)  # a negative stride reaches below the first element
+        return lo, hi + v.dtype.itemsize
+
+    if a.size == 0 or b.size == 0:
+        return False
+    (a_lo, a_hi), (b_lo, b_hi) = span(a), span(b)
+    return a_lo < b_hi and b_lo < a_hi
+
+
 def stream_numba(x, out, *, k: int, step: str = "ws_regbuf_numba", a: float = 0.999, b: float = 0.001,
                  blocks: int | None = None):
     """The Numba steps: x and out float32 Numba device arrays of one length,
@@ -249,6 +275,8 @@ def stream_numba(x, out, *, k: int, step: str = "ws_regbuf_numba", a: float = 0.
         raise ValueError(f"x and out must be vectors of one length, got {x.shape} and {out.shape}")
     if x.size % 4:
         raise ValueError(f"x.size must be a multiple of 4, got {x.size}")
+    if overlaps(out, x):  # one block's stores could land where another block still reads
+        raise ValueError("out must not overlap x: other threads still read x while out is written")
     if not isinstance(k, (int, np.integer)) or not 0 <= k <= 1 << 20:
         raise ValueError(f"k must be an int in [0, {1 << 20}], got {k!r}")
     if x.size:
@@ -279,8 +307,16 @@ def check_stream_numba(step, n=4100, k=3, blocks=2):
     sms = 1 if config.ENABLE_CUDASIM else cuda.get_current_device().MULTIPROCESSOR_COUNT
     assert numba_grid(1 << 30) == 6 * sms  # six blocks per SM by default
     x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
-    out = cuda.to_device(np.full(n, np.nan, np.float32))
-    stream_numba(cuda.to_device(x), out, k=k, step=step, blocks=blocks)
+    both = cuda.to_device(np.concatenate([x, np.full(n, np.nan, np.float32)]))  # x, then out, in one buffer
+    for bad in (both[4:n + 4], both[:n]):  # out shifted into x, out = x
+        try:
+            stream_numba(both[:n], bad, k=k, step=step, blocks=blocks)
+            raise AssertionError(f"{step}: an out overlapping x was accepted")
+        except ValueError as e:
+            assert "must not overlap" in str(e), e
+    assert not overlaps(both[n:], both[:n]) and not overlaps(both[:n], both[n:])  # side by side is fine
+    out = both[n:]
+    stream_numba(both[:n], out, k=k, step=step, blocks=blocks)
     err = float(np.max(np.abs(out.copy_to_host() - stream_reference(x, k))))
     if not err < 1e-5:
         raise AssertionError(f"{step}: max error {err}")

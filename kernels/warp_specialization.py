@@ -197,6 +197,25 @@ def ws_regbuf_numba(x, out, k, a, b):
 NB_STEPS = {"ws_sync_numba": ws_sync_numba, "ws_regbuf_numba": ws_regbuf_numba}
 
 
+def overlaps(a, b):
+    """Might the device arrays a and b share memory? True when the address
+    ranges their elements span intersect (from the CUDA array interface; in
+    Numba's simulator, whose device arrays wrap NumPy arrays, the NumPy one).
+    A bounds check, as cupy.may_share_memory: a[::2] and a[1::2] overlap."""
+    def span(v):  # [lo, hi): the first and one past the last byte of v
+        face = getattr(v, "__cuda_array_interface__", None) or v.__array_interface__
+        lo = hi = face["data"][0]
+        for size, step in zip(v.shape, v.strides):
+            hi += max(step, 0) * (size - 1)
+            lo += min(step, 0) * (size - 1)  # a negative stride reaches below the first element
+        return lo, hi + v.dtype.itemsize
+
+    if a.size == 0 or b.size == 0:
+        return False
+    (a_lo, a_hi), (b_lo, b_hi) = span(a), span(b)
+    return a_lo < b_hi and b_lo < a_hi
+
+
 def stream_numba(x, out, *, k: int, step: str = "ws_regbuf_numba", a: float = 0.999, b: float = 0.001,
                  blocks: int | None = None):
     """The Numba steps: x and out float32 Numba device arrays of one length,
@@ -212,6 +231,8 @@ def stream_numba(x, out, *, k: int, step: str = "ws_regbuf_numba", a: float = 0.
         raise ValueError(f"x and out must be vectors of one length, got {x.shape} and {out.shape}")
     if x.size % 4:
         raise ValueError(f"x.size must be a multiple of 4, got {x.size}")
+    if overlaps(out, x):  # one block's stores could land where another block still reads
+        raise ValueError("out must not overlap x: other threads still read x while out is written")
     if not isinstance(k, (int, np.integer)) or not 0 <= k <= 1 << 20:
         raise ValueError(f"k must be an int in [0, {1 << 20}], got {k!r}")
     if x.size:

@@ -42,6 +42,7 @@ from kernels import memory as mem
 from kernels import stencil as st
 from kernels import transpose as tr
 from kernels import vector_add as va
+from kernels import warp_specialization as ws
 from kernels.device import numba_simulator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,6 +129,8 @@ def cupy_cases() -> list[Case]:
         c("conv2d_cupy", call=lambda i, out: st.conv2d_cupy(i["x"], i["w"], out, variant="tiled16"),
           inputs={"x": sq, "w": (st.KW, st.KW)}, out_shape=sq),
         c("transpose_cupy", call=lambda i, out: tr.transpose_cupy(i["x"], out), inputs={"x": sq}, out_shape=sq),
+        c("stream", shift=4,  # 16-byte copies: views stay 16-byte aligned
+          call=lambda i, out: ws.stream(i["x"], out, k=3, step="ws_tma"), inputs={"x": (N,)}, out_shape=(N,)),
         c("copy_tiled_cupy", call=lambda i, out: tr.copy_tiled_cupy(i["x"], out), inputs={"x": sq}, out_shape=sq),
         # ---- examples/
         c("examples/vector_add.vector_add_cupy",
@@ -167,6 +170,9 @@ def cupy_cases() -> list[Case]:
         Case("examples/host_transfer.pipeline", lib="host", gpu=True, out_name="out_host",
              call=lambda i, out: ex("host_transfer.pipeline")(i["x_host"], out, chunks=8, streams=2, iters=4),
              inputs={"x_host": (N,)}, out_shape=(N,)),
+        c("examples/warp_specialization.stream", shift=4,
+          call=lambda i, out: ex("warp_specialization.stream")(i["x"], out, k=3, step="ws_regbuf"),
+          inputs={"x": (N,)}, out_shape=(N,)),
     ]
 
 
@@ -201,10 +207,16 @@ def numba_cases() -> list[Case]:
           inputs={"x": image, "w": (st.KW, st.KW)}, out_shape=image),
         c("transpose_numba", call=lambda i, out: tr.transpose_numba(i["x"], out, variant="coarsened"),
           inputs={"x": sq}, out_shape=sq),
+        # tiles of 2048 floats: in the simulator 2 blocks of 256 threads (n a multiple of 4)
+        c("stream_numba", shift=4, call=lambda i, out: ws.stream_numba(i["x"], out, k=2, blocks=2),
+          inputs={"x": (n4 if not SIM else 4096,)}, out_shape=(n4 if not SIM else 4096,)),
         # ---- examples/
         c("examples/memory.copy_strided_numba",
           call=lambda i, out: ex("memory.copy_strided_numba")(i["x"], out, 2, threads=32),
           inputs={"x": (2 * n4 - 1,)}, out_shape=(n4,)),
+        c("examples/warp_specialization.stream_numba", shift=4,
+          call=lambda i, out: ex("warp_specialization.stream_numba")(i["x"], out, k=2, blocks=2),
+          inputs={"x": (n4 if not SIM else 4096,)}, out_shape=(n4 if not SIM else 4096,)),
         c("examples/memory.norm_numba", call=lambda i, out: ex("memory.norm_numba")(i["p"], "aos", out, threads=32),
           inputs={"p": (n4, 3)}, out_shape=(n4,)),
         Case("examples/host_transfer.pipeline_numba", lib="host", gpu=False, out_name="out_host",
@@ -316,7 +328,7 @@ def test_every_wrapper_with_an_output_is_covered():
     }
     files = [ROOT / "kernels" / f"{m}.py" for m in
              ("vector_add", "divergence", "ilp", "host_transfer", "transfer_pipeline", "managed_memory", "memory",
-              "stencil", "transpose", "reduction")]
+              "stencil", "transpose", "reduction", "warp_specialization")]
     files += [f for f in sorted((ROOT / "examples").glob("*.py")) if f.name != "matmul.py"]
     missing = []
     for f in files:
