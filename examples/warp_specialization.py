@@ -151,8 +151,10 @@ def check_stream(step, n=100_004, k=7):
         raise AssertionError(f"{step}: out = x was accepted")
     except ValueError as e:
         assert "must not overlap" in str(e), e
-    out = cp.full(n, cp.nan, dtype=cp.float32)
+    buf = cp.full(n + 64, cp.nan, dtype=cp.float32)  # out, then 64 floats that must stay NaN
+    out = buf[:n]
     stream(x, out, k=k, step=step)
+    assert bool(cp.isnan(buf[n:]).all()), f"{step} wrote past the end of out"
     err = float(np.max(np.abs(cp.asnumpy(out) - stream_reference(cp.asnumpy(x), k))))
     if not err < 1e-5:
         raise AssertionError(f"{step}: max error {err}")
@@ -363,29 +365,40 @@ def tensor_map_2d(X, box_rows, box_cols, swizzle_128b=False):
 
 # --8<-- [start:primitives]
 def check_primitives():
-    """Each primitive once at a size that leaves a partial tile, against NumPy."""
+    """Each primitive once at a size that leaves a partial tile, against NumPy.
+    out is the front of a larger buffer: what lies past it must stay untouched."""
     import cupy as cp
 
     mod = load_cuda_arch("ws_primitives.cu")
     rng = cp.random.default_rng(0)
     x = rng.standard_normal(5000, dtype=cp.float32)  # a multiple of 4: the bulk copies move 16-byte pieces
     xh = cp.asnumpy(x)
-    out = cp.full_like(x, cp.nan)
-    mod.get_function("pipeline_copy")((3,), (256,), (x, out, np.int32(x.size)))     # 3 blocks walk 5 tiles
-    assert np.allclose(cp.asnumpy(out), 2 * xh + 1, rtol=1e-6), "pipeline_copy"
-    out.fill(cp.nan)
-    mod.get_function("barrier_split")((-(-x.size // 256),), (256,), (x, out, np.int32(x.size)))
+    buf = cp.empty(x.size + 64, dtype=cp.float32)
+    out = buf[:x.size]
+
+    def run(name, grid, block, want, fill=cp.nan):
+        buf.fill(fill)
+        mod.get_function(name)(grid, block, (x, out, np.int32(x.size)))
+        got = cp.asnumpy(buf)
+        assert (got[x.size:] == -7.0).all() if fill == -7.0 else np.isnan(got[x.size:]).all(), \
+            f"{name} wrote past the end of out"
+        if want is not None:
+            assert np.allclose(got[:x.size], want, rtol=1e-5, atol=1e-6), name
+        return got[:x.size]
+
+    run("pipeline_copy", (3,), (256,), 2 * xh + 1)  # 3 blocks walk 5 tiles
     tiles = np.zeros(-(-x.size // 256) * 256)
     tiles[:x.size] = xh
     tiles = tiles.reshape(-1, 256)  # out[i] = its right neighbour in the block (0 past n) + x[i]^2
-    want = (np.roll(tiles, -1, axis=1) + tiles * tiles).ravel()[:x.size]
-    assert np.allclose(cp.asnumpy(out), want, rtol=1e-5, atol=1e-6), "barrier_split"
-    out.fill(cp.nan)
-    mod.get_function("mbarrier_bulk_copy")((2,), (128,), (x, out, np.int32(x.size)))  # the parity flips per tile
-    assert np.allclose(cp.asnumpy(out), xh + 1, rtol=1e-6), "mbarrier_bulk_copy"
-    out.fill(cp.nan)
-    mod.get_function("mbarrier_bulk_copy_nowait")((2,), (128,), (x, out, np.int32(x.size)))
-    broken = not np.allclose(cp.asnumpy(out), xh + 1, rtol=1e-6)
+    run("barrier_split", (-(-x.size // 256),), (256,), (np.roll(tiles, -1, axis=1) + tiles * tiles).ravel()[:x.size])
+    run("mbarrier_bulk_copy", (2,), (128,), xh + 1)  # the barrier's parity flips with every tile
+    got = run("mbarrier_bulk_copy_nowait", (2,), (128,), None, fill=-7.0)  # -7: never a value it writes
+    assert not (got == -7.0).any(), "mbarrier_bulk_copy_nowait left elements unwritten"
+    broken = not np.allclose(got, xh + 1, rtol=1e-6)
+    pairs = np.zeros(-(-x.size // 512) * 512)
+    pairs[:x.size] = xh
+    pairs = pairs.reshape(-1, 2, 256)  # out[i] = x[i] + the same thread's x in the partner block
+    run("cluster_dsmem", (-(-x.size // 512) * 2,), (256,), (pairs + pairs[:, ::-1]).ravel()[:x.size])
     X = rng.standard_normal((37, 52), dtype=cp.float32)  # boxes of 32 x 32: the last ones hang over the edges
     out2 = cp.full((64, 64), cp.nan, dtype=cp.float32)   # X transposed, padded with the zeros TMA reads
     mod.get_function("tma_tile_2d")((2, 2), (128,), (tensor_map_2d(X, 32, 32), out2, np.int32(32), np.int32(32)),
@@ -393,19 +406,13 @@ def check_primitives():
     want = np.zeros((64, 64), np.float32)
     want[:52, :37] = cp.asnumpy(X).T
     assert np.array_equal(cp.asnumpy(out2), want), "tma_tile_2d"
-    out.fill(cp.nan)
-    mod.get_function("cluster_dsmem")((-(-x.size // 512) * 2,), (256,), (x, out, np.int32(x.size)))
-    pairs = np.zeros(-(-x.size // 512) * 512)
-    pairs[:x.size] = xh
-    pairs = pairs.reshape(-1, 2, 256)  # out[i] = x[i] + the same thread's x in the partner block
-    assert np.allclose(cp.asnumpy(out), (pairs + pairs[:, ::-1]).ravel()[:x.size], rtol=1e-6), "cluster_dsmem"
     W = rng.standard_normal((200, 48), dtype=cp.float32)
     Xs = rng.standard_normal((48, 160), dtype=cp.float32)
     out3 = cp.full((200, 160), cp.nan, dtype=cp.float32)  # 128 rows a block; its consumer holds 160 sums a thread
     mod.get_function("setmaxnreg_roles")((2,), (256,), (W, Xs, out3, np.int32(200), np.int32(48)))
     want = cp.asnumpy(W).astype(np.float64) @ cp.asnumpy(Xs).astype(np.float64)
     assert np.allclose(cp.asnumpy(out3), want, rtol=1e-4, atol=1e-4), "setmaxnreg_roles"
-    print("primitives: pipeline, barrier, bulk copy + mbarrier, TMA box, cluster: correct; "
+    print("primitives: pipeline, barrier, bulk copy + mbarrier, TMA box, cluster, setmaxnreg: correct; "
           f"the bulk copy without its wait: {'wrong, as it should be' if broken else 'happened to be right'}")
     return broken
 # --8<-- [end:primitives]

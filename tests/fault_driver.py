@@ -86,12 +86,42 @@ def run_mutant(page_text: str, mut: dict, gpu: bool, root: Path = Path(".")) -> 
             "blocks": [b.lineno for b in run], "error": errors[:2]}
 
 
+# A planted fault can deadlock a kernel (a barrier arrival removed: its
+# waiters spin forever). A mutant that runs longer than this has hung: the
+# page's blocks did not finish, so the fault was caught; the process reports
+# it, puts the file back and exits (the CUDA context goes with it), and the
+# parent starts a new process for the mutants left.
+HUNG_SECONDS = float(os.environ.get("HANDBOOK_MUTANT_SECONDS", "180"))
+
+
+def _watchdog(mut: dict, root: Path):
+    import threading
+
+    file = root / mut["target"].split(":")[0] if mut["lang"] != "python" else None
+    original = file.read_text() if file is not None else None
+
+    def hung():
+        if file is not None:
+            file.write_text(original)
+        print(json.dumps({"id": mut["id"], "what": mut["what"], "failed": True, "blocks": [],
+                          "error": [f"hung: the blocks did not finish in {HUNG_SECONDS:.0f} s"]}), flush=True)
+        os._exit(4)
+
+    timer = threading.Timer(HUNG_SECONDS, hung)
+    timer.daemon = True
+    return timer
+
+
 def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
     page_text = (P.ROOT / spec["page"]).read_text()
     gpu = spec.get("blocks", "gpu") == "gpu"
     for mut in spec["mutants"]:
-        print(json.dumps(run_mutant(page_text, mut, gpu, Path.cwd())), flush=True)
+        timer = _watchdog(mut, Path.cwd())
+        timer.start()
+        result = run_mutant(page_text, mut, gpu, Path.cwd())
+        timer.cancel()
+        print(json.dumps(result), flush=True)
         if not context_ok():
             return 3
     return 0

@@ -124,18 +124,11 @@ __device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned arri
 {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_u32(bar)), "r"(arrivals) : "memory");
 }
-// The copy engine works in the async proxy: make the initialised barrier
-// visible to it (and to the cluster) before any copy signals it.
-__device__ __forceinline__ void fence_mbarrier_init()
-{
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-// Order this thread's earlier shared-memory writes (generic proxy) before
-// later async-proxy accesses to the same bytes (a bulk copy or TMA).
-__device__ __forceinline__ void fence_proxy_async()
-{
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
+// Two fences go with them, written inline where they are needed:
+// fence.mbarrier_init.release.cluster makes an initialised barrier visible to
+// the copy engine (the async proxy) and the cluster before a copy signals it;
+// fence.proxy.async.shared::cta orders a thread's earlier shared-memory writes
+// (generic proxy) before later async-proxy accesses to the same bytes.
 // One arrival, plus `bytes` the phase must also wait for.
 __device__ __forceinline__ void mbar_arrive_expect_tx(unsigned long long* bar, unsigned bytes)
 {
@@ -177,7 +170,7 @@ __device__ __forceinline__ void bulk_copy_tiles(const float* __restrict__ x, flo
     __shared__ alignas(8) unsigned long long bar;
     if (threadIdx.x == 0) {
         mbar_init(&bar, 1);  // one arrival per phase: thread 0's arrive.expect_tx
-        fence_mbarrier_init();
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // visible to the copy engine
     }
     __syncthreads();  // nobody waits on the barrier before it is initialised
 
@@ -186,7 +179,7 @@ __device__ __forceinline__ void bulk_copy_tiles(const float* __restrict__ x, flo
     for (int t = blockIdx.x; t < tiles; t += gridDim.x, parity ^= 1) {
         const int count = min(TILE, n - t * TILE);
         for (int i = threadIdx.x; i < TILE; i += blockDim.x) tile[i] = __int_as_float(0x7fc00000);  // NaN
-        fence_proxy_async();  // the NaNs land before the copy's bytes, not after
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the NaNs land before the copy's bytes, not after
         // Everyone has poisoned, has read the previous tile and has seen the
         // previous phase complete before the barrier is armed again: a thread
         // that had not yet seen phase k complete when phase k + 1 completes
@@ -252,7 +245,7 @@ extern "C" __global__ void tma_tile_2d(const __grid_constant__ TmaDesc map, floa
     const int row0 = blockIdx.y * box_rows, col0 = blockIdx.x * box_cols;
     if (threadIdx.x == 0) {
         mbar_init(&bar, 1);
-        fence_mbarrier_init();
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // visible to the copy engine
         // The whole box counts, its zero-filled part too.
         mbar_arrive_expect_tx(&bar, box_rows * box_cols * sizeof(float));
         tma_load_2d(box, &map, col0, row0, &bar);
