@@ -74,7 +74,6 @@ def profile() -> dict:
 
 def measure(quick: bool = False) -> list[dict]:
     import cupy as cp
-    import numpy as np
     from numba import cuda
 
     from .. import warp_specialization as ws
@@ -197,15 +196,8 @@ def sanitize() -> None:
 
     from kernels import warp_specialization as ws
 
-    for n in (4, 2052, 10_004):
-        x = cp.random.standard_normal(n, dtype=cp.float32)
-        want = ws.stream_reference(cp.asnumpy(x), 3)
-        for step in ws.STEPS:
-            for blocks in (None, 3):
-                out = cp.full(n, cp.nan, dtype=cp.float32)
-                ws.stream(x, out, k=3, step=step, blocks=blocks)
-                assert float(np.max(np.abs(cp.asnumpy(out) - want))) < 1e-5, (step, n, blocks)
-    # the chapter's primitives (kernels/ws_primitives.py), each once at odd sizes
+    # the chapter's primitives first (kernels/ws_primitives.py), each once at odd sizes: a tool that
+    # stops at the first error then still sees them
     from kernels import ws_primitives as p
 
     x = cp.random.standard_normal(5003, dtype=cp.float32)
@@ -220,6 +212,15 @@ def sanitize() -> None:
     Xs = cp.random.standard_normal((48, p.ROLE_COLS), dtype=cp.float32)
     got = cp.asnumpy(p.setmaxnreg_roles(W, Xs))
     assert np.allclose(got, cp.asnumpy(W).astype(np.float64) @ cp.asnumpy(Xs), rtol=1e-4, atol=1e-4)
+    # then the ladder's steps
+    for n in (4, 2052, 10_004):
+        x = cp.random.standard_normal(n, dtype=cp.float32)
+        want = ws.stream_reference(cp.asnumpy(x), 3)
+        for step in ws.STEPS:
+            for blocks in (None, 3):
+                out = cp.full(n, cp.nan, dtype=cp.float32)
+                ws.stream(x, out, k=3, step=step, blocks=blocks)
+                assert float(np.max(np.abs(cp.asnumpy(out) - want))) < 1e-5, (step, n, blocks)
 
 
 if __name__ == "__main__":
