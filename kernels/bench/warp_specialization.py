@@ -184,6 +184,7 @@ def claims(data: dict) -> None:
     assert all(r["top_stall"] == "not_selected" for r in ridge)                        # short of issue slots
     assert t["ws_regbuf", RIDGE_K]["blocks_per_sm"] == 6 and t["ws_tma_regs", RIDGE_K]["blocks_per_sm"] == 2
     assert t["ws_tma", RIDGE_K]["blocks_per_sm"] == 3
+    assert t["ws_tma", RIDGE_K]["issue_active"] < t["ws_tma_regs", RIDGE_K]["issue_active"]  # step 5 issues less
     for k in KS:  # Numba well behind the CUDA C steps at every k
         assert max(t[s, k]["ms"] for s in cupy_steps) < min(t[s, k]["ms"] for s in NUMBA_STEPS), k
     assert all(r["rel_err"] < 1e-6 for r in rows)
