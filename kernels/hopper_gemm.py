@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from . import checks
+from .device import device_info
 
 CUDA_SOURCE = Path(__file__).with_name("cuda") / "hopper_gemm.cu"
 
@@ -37,7 +38,9 @@ def smem_bytes(kernel: str) -> int:
 
 
 def require_sm90a(gpu: str, cc: tuple[int, int]) -> None:
-    """wgmma and setmaxnreg exist only on sm_90a: compute capability 9.0 exactly."""
+    """wgmma and setmaxnreg exist only on sm_90a: compute capability 9.0 exactly.
+    (Kept here rather than taken from ws_primitives, so that this topic's
+    freshness stamp does not follow every change to the primitives.)"""
     if tuple(cc) != (9, 0):
         raise RuntimeError(f"the Hopper GEMM needs sm_90a (wgmma, setmaxnreg): compute capability 9.0, "
                            f"an H100 or H200; {gpu} is {cc[0]}.{cc[1]}")
@@ -67,15 +70,6 @@ def _tensor_map_f16(ptr: int, rows: int, cols: int, row_bytes: int, box_rows: in
     if err != cu.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"cuTensorMapEncodeTiled failed: {err}")
     return np.frombuffer(ctypes.string_at(tmap.getPtr(), 128), dtype=TMAP)[0]
-
-
-@functools.cache
-def device_name_and_cc(device_id: int) -> tuple[str, tuple[int, int]]:
-    """Asked once per device: getDeviceProperties takes about a millisecond."""
-    import cupy as cp
-
-    props = cp.cuda.runtime.getDeviceProperties(device_id)
-    return props["name"].decode(), (int(props["major"]), int(props["minor"]))
 
 
 @functools.cache
@@ -123,7 +117,8 @@ def hopper_gemm(A, Bt, C=None, *, kernel: str = "hg_ws_persistent_256"):
             raise ValueError(f"C must be {M}x{N}, got {'x'.join(map(str, C.shape))}")
         checks.require_no_overlap("C", C, A=A, Bt=Bt)
     dev = cp.cuda.Device()
-    require_sm90a(*device_name_and_cc(dev.id))
+    info = device_info(dev.id)
+    require_sm90a(info["name"], info["cc"])
     if M == 0 or N == 0:
         return C
     if K == 0:

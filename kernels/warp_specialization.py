@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from . import checks
-from .device import select_numba_target
+from .device import device_info, driver_blocks_per_sm, select_numba_target
+from .ws_primitives import compile_options
 
 select_numba_target()
 
@@ -39,39 +40,20 @@ def require_step(step: str, gpu: str, cc: tuple[int, int]) -> None:
                            f"{gpu} is {cc[0]}.{cc[1]}")
 
 
-def compile_options(cc: tuple[int, int]) -> tuple[str, ...]:
-    """sm_90a on 9.0 (setmaxnreg); elsewhere the GPU's own target (before
-    9.0 the file compiles to steps 1-4 alone)."""
-    if tuple(cc) == (9, 0):
-        return ("-arch=sm_90a", "--std=c++17")
-    return ("--std=c++17",)
-
-
-@functools.cache
-def gpu_name_and_cc(device_id: int) -> tuple[str, tuple[int, int]]:
-    import cupy as cp
-
-    props = cp.cuda.runtime.getDeviceProperties(device_id)  # about a millisecond: asked once
-    return props["name"].decode(), (int(props["major"]), int(props["minor"]))
-
-
 @functools.cache
 def ws_kernel(step: str, device_id: int = 0):
     import cupy as cp
 
-    _, cc = gpu_name_and_cc(device_id)
+    # sm_90a on 9.0 (setmaxnreg), the GPU's own target elsewhere (before 9.0 the file holds steps 1-4 alone)
     with cp.cuda.Device(device_id):
-        mod = cp.RawModule(code=CUDA_SOURCE.read_text(), options=compile_options(cc))
+        mod = cp.RawModule(code=CUDA_SOURCE.read_text(), options=compile_options(device_info(device_id)["cc"]))
         return mod.get_function(step)
 
 
 @functools.cache
 def ws_blocks_per_sm(step: str, device_id: int = 0) -> int:
-    """The driver's count of resident blocks: the grid fills every SM once."""
-    import cupy as cp
-
-    k = ws_kernel(step, device_id)
-    return int(cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(k.kernel.ptr, THREADS[step], 0))
+    """The driver's count of resident blocks (asked once): the grid fills every SM once."""
+    return driver_blocks_per_sm(ws_kernel(step, device_id), THREADS[step])
 
 
 def stream(x, out=None, *, k: int, step: str = "ws_regbuf", a: float = 0.999, b: float = 0.001,
@@ -94,7 +76,8 @@ def stream(x, out=None, *, k: int, step: str = "ws_regbuf", a: float = 0.999, b:
             raise ValueError(f"{name} must start on a 16-byte boundary, got address {v.data.ptr:#x}")
     k = checks.require_int("k", k, 0, 1 << 20)
     dev = cp.cuda.Device()
-    require_step(step, *gpu_name_and_cc(dev.id))
+    info = device_info(dev.id)
+    require_step(step, info["name"], info["cc"])
     tiles = -(-x.size // TILE)
     if blocks is None:
         blocks = dev.attributes["MultiProcessorCount"] * ws_blocks_per_sm(step, dev.id)
