@@ -2,7 +2,7 @@
 # make test   — run every test: kernels, examples, every code block of every page
 # make bench  — measure on the GPU; writes docs/assets/results/<gpu>.json and plots
 # make notebooks — rewrite docs/notebooks/ from examples/ (commit them)
-# make sanitize — compute-sanitizer memcheck and racecheck over the CUDA C kernels
+# make sanitize — compute-sanitizer memcheck, racecheck and synccheck over the CUDA C kernels
 # make profile — Nsight Compute on one example's kernel (GPU), e.g.
 #                make profile EXAMPLE=stencil ARGS="--variant naive --impl cupy" KERNEL=conv_
 #
@@ -62,11 +62,15 @@ bench: $(SETUP)
 # (--report-api-errors no: cuda.bindings probes driver entry points with
 # cuGetProcAddress, and the misses are not errors; a failed launch or copy
 # raises in Python and fails the driver anyway)
+# synccheck leaves out the kernels named *pipeline* (pipeline_copy, ws_pipeline): it reports
+# "Missing wait" on every thread of any block-scope cuda::pipeline (libcu++, CUDA 13.0), even
+# one whose threads wait for every stage they commit, while the same protocol written with
+# mbarriers passes; memcheck and racecheck still check those kernels.
 SANITIZE = compute-sanitizer --report-api-errors no --error-exitcode 1
 sanitize: $(SETUP)
 	$(SANITIZE) --tool memcheck $(PY) -m tests.gpu_driver
 	$(SANITIZE) --tool racecheck $(PY) -m tests.gpu_driver
-	$(SANITIZE) --tool synccheck $(PY) -m tests.gpu_driver
+	$(SANITIZE) --tool synccheck --kernel-name-exclude kns=pipeline $(PY) -m tests.gpu_driver
 
 # Nsight Compute, clocks left alone (--clock-control none: the card runs at the
 # clocks the benchmarks saw), the first launch of kernels matching KERNEL;

@@ -103,8 +103,10 @@ def _watchdog(mut: dict, root: Path):
     def hung():
         if file is not None:
             file.write_text(original)
-        print(json.dumps({"id": mut["id"], "what": mut["what"], "failed": True, "blocks": [],
-                          "error": [f"hung: the blocks did not finish in {HUNG_SECONDS:.0f} s"]}), flush=True)
+        # straight to file descriptor 1: sys.stdout is run_block's StringIO while a block runs
+        line = json.dumps({"id": mut["id"], "what": mut["what"], "failed": True, "blocks": [],
+                           "error": [f"hung: the blocks did not finish in {HUNG_SECONDS:.0f} s"]})
+        os.write(1, (line + "\n").encode())
         os._exit(4)
 
     timer = threading.Timer(HUNG_SECONDS, hung)

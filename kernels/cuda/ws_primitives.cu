@@ -298,9 +298,13 @@ cluster_dsmem(const float* __restrict__ x, float* __restrict__ out, int n)
 // 128 x 96 registers pass through the block's pool, so .inc never waits for
 // registers that no one will release. Counts are multiples of 8 in 24..256,
 // each executed by a whole warpgroup. 256 threads.
+// barrier.sync, not bar.sync: bar.sync is barrier.sync.aligned, which needs
+// every thread of a warp to reach it together, and the producer's copy loop
+// leaves its warps diverged (K * 160 is rarely a multiple of 128); synccheck
+// reports the aligned form there as "Divergent thread(s) in block".
 __device__ __forceinline__ void named_barrier_sync(int id, int threads)
 {
-    asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
+    asm volatile("barrier.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
 }
 
 extern "C" __global__ void __maxnreg__(136)
