@@ -1,0 +1,278 @@
+"""Topic `spmv`: y = A x with A in CSR (kernels/spmv.py, kernels/cuda/spmv.cu),
+every step of the ladder and the two Numba steps, against cuSPARSE
+(cusparseSpMV with its descriptors made once, kernels.spmv.cusparse_plan;
+cupyx.scipy.sparse's `A @ x`, which makes them on every call, is recorded
+beside it as impl "cupyx") and a device copy of the same bytes, measured in
+the same run.
+
+Matrices (made in code, fixed seed; n x n, float32 values, int32 indices):
+banded (half width 8: 17 nonzeros per row), uniform random (Poisson row
+lengths, mean 16) and power-law (Zipf row lengths, exponent 2, mean about
+16), each at about 11 M and about 50 M nonzeros: the CSR arrays alone
+(88 MB and up) are larger than the L2 cache, so every call streams them from
+HBM; x (2.8 MB and 12.8 MB) stays in L2, as it would in an application.
+
+Each record: time (CUDA events, median), bytes moved = 4 (n_rows + 1)
+[indptr] + 8 nnz [indices + data] + 4 n_cols [x, read once] + 4 n_rows
+[out] (the least any kernel must move), gbps = bytes / time, gflops =
+2 nnz / time, ratio = cuSPARSE's time / this time, ratio_to_copy = the time
+of a device-to-device copy moving the same bytes (half read, half written) /
+this time, rel_err against the float64 product on the host, and board
+energy per useful GFLOP (2 nnz) over >= 2 s (NVML).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .. import results
+from . import plotting
+
+TOPIC = "spmv"
+ORDER = 140  # the algorithm-level chapter
+FAMILIES = ("banded", "uniform", "power_law")
+SIZES = {"banded": (650_000, 3_000_000), "uniform": (700_000, 3_200_000), "power_law": (700_000, 3_200_000)}
+QUICK_SIZES = {"banded": (60_000,), "uniform": (60_000,), "power_law": (60_000,)}
+HALF_WIDTH = 8   # banded: 17 nonzeros per row
+MEAN_ROW = 16.0  # uniform and power-law: mean row length
+EXPONENT = 2.0   # power-law: P(row length = k) ~ k^-2
+SEED = 15
+# The ladder's steps as spmv() options; "subwarp" reads 4 bytes at a time, "subwarp_v4" 16
+STEPS = {"scalar": {"kernel": "scalar"}, "vector": {"kernel": "vector"},
+         "subwarp": {"kernel": "subwarp", "vec": False}, "subwarp_v4": {"kernel": "subwarp", "vec": True},
+         "merge": {"kernel": "merge"}}
+NUMBA_STEPS = ("scalar", "vector")
+LABELS = {
+    "family": ("矩阵", "matrix"),
+    "nnz": ("非零元数", "nonzeros"),
+    "mean_row": ("平均行长", "mean row length"),
+    "max_row": ("最长行", "longest row"),
+    "bytes": ("搬运字节数", "bytes moved"),
+    "gflops": ("GFLOP/s", "GFLOP/s"),
+    "ratio_to_copy": ("占拷贝带宽的比例", "fraction of copy bandwidth"),
+    "lanes": ("每行 lane 数", "lanes per row"),
+    "items": ("每线程条目数", "items per thread"),
+    "vec": ("128 位读取", "128-bit loads"),
+}
+WORDS = {"family": {"banded": ("带状", "banded"), "uniform": ("均匀随机", "uniform random"),
+                    "power_law": ("幂律", "power-law")}}
+
+
+def make_matrix(family: str, n: int):
+    """The chapter's matrix of this family with n rows (host arrays)."""
+    from .. import spmv as S
+
+    if family == "banded":
+        return S.banded(n, HALF_WIDTH, seed=SEED)
+    if family == "uniform":
+        return S.uniform_random(n, MEAN_ROW, seed=SEED)
+    if family == "power_law":
+        return S.power_law(n, MEAN_ROW, EXPONENT, seed=SEED)
+    raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+
+
+def bytes_moved(n_rows: int, n_cols: int, nnz: int) -> int:
+    """indptr + indices + data + x (read once) + out: the least any kernel moves."""
+    return 4 * (n_rows + 1) + 8 * nnz + 4 * n_cols + 4 * n_rows
+
+
+def copy_same_bytes(nbytes: int):
+    """A device-to-device copy (cudaMemcpyAsync) that moves nbytes in all
+    (nbytes / 2 read, nbytes / 2 written): (copy, dst, src)."""
+    import cupy as cp
+
+    src = cp.random.default_rng(SEED).random(max(1, nbytes // 8), dtype=cp.float32)
+    dst = cp.empty_like(src)
+    rt = cp.cuda.runtime
+
+    def copy():
+        rt.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, rt.memcpyDeviceToDevice,
+                       cp.cuda.get_current_stream().ptr)
+
+    return copy, dst, src
+
+
+def measure(quick: bool = False) -> list[dict]:
+    import cupy as cp
+
+    records = []
+    for family in FAMILIES:
+        for n in (QUICK_SIZES if quick else SIZES)[family]:
+            records += measure_matrix(family, n, min_seconds=0.5 if quick else 2.0)
+            cp.get_default_memory_pool().free_all_blocks()
+    return records
+
+
+def measure_matrix(family: str, n: int, min_seconds: float = 2.0) -> list[dict]:
+    """The records of one matrix: cuSPARSE, the copy, every step, Numba."""
+    import cupy as cp
+    from numba import cuda
+
+    from .. import harness, spmv as S
+    from ..device import kernel_attributes
+
+    ip, ix, dv = make_matrix(family, n)
+    nnz = ix.size
+    lengths = np.diff(ip)
+    x_host = np.random.default_rng(SEED + 1).standard_normal(n, dtype=np.float32)
+    want = S.spmv_reference(ip, ix, dv, x_host)
+    d_ip, d_ix, d_dv, x = (cp.asarray(a) for a in (ip, ix, dv, x_host))
+    out = cp.empty(n, dtype=cp.float32)
+    nbytes = bytes_moved(n, n, nnz)
+    shape = [n, n, nnz]
+    common = dict(family=family, nnz=nnz, mean_row=float(lengths.mean()), max_row=int(lengths.max()), bytes=nbytes)
+    gflop = 2 * nnz / 1e9
+    records = []
+
+    def add(impl, step, fn, check, expect=want, **extra):
+        out.fill(cp.nan)
+        err = harness.rel_err(check(), expect)
+        if not err < 1e-3:  # float32 sums of rows of up to 10^6 terms: ~1e-4 at worst
+            raise RuntimeError(f"{family} n={n} {impl} {step}: rel_err {err}")
+        t = harness.time_gpu(fn, warmup=2, samples=20, max_seconds=2.0)
+        e = harness.measure_energy(lambda *_: fn(), min_seconds=min_seconds)
+        fields = dict(gflops=gflop / (t["ms"] * 1e-3), **harness.energy_fields(e, nbytes=nbytes, gflop=gflop))
+        if impl == "cuda_memcpy":  # no FLOP: energy per byte only
+            fields = harness.energy_fields(e, nbytes=nbytes)
+        records.append(results.record(TOPIC, impl, f"{family}/{step}", shape, "float32", ms=t["ms"], rel_err=err,
+                                      step=step, gbps=nbytes / (t["ms"] * 1e-3) / 1e9, **common, **fields,
+                                      **extra))
+        return records[-1]
+
+    # the references: cuSPARSE (its first product checks the format: outside the timing) and the copy
+    A = S.cusparse_matrix(d_ip, d_ix, d_dv, n)
+    A @ x  # checks the format once
+    y = cp.empty(n, dtype=cp.float32)
+    run_cusparse, _ = S.cusparse_plan(A, x, y)
+    ref = add("cusparse", "cuSPARSE", run_cusparse, lambda: (y.fill(cp.nan), run_cusparse(), y)[2])
+    add("cupyx", "cupyx", lambda: A @ x, lambda: A @ x)  # the same call through cupyx: descriptors per call
+    copy, dst, src = copy_same_bytes(nbytes)
+    ceiling = add("cuda_memcpy", "copy", copy, lambda: (dst.fill(cp.nan), copy(), dst)[2], expect=src)
+    for step, opts in STEPS.items():
+        launch, _ = S.spmv_plan(d_ip, d_ix, d_dv, x, out, **opts)
+        extra = {}
+        if opts["kernel"] == "subwarp":
+            extra = {"lanes": S.default_lanes(nnz / n, opts["vec"]), "vec": opts["vec"]}
+            name = f"spmv_subwarp{'_v4' if opts['vec'] else ''}_l{extra['lanes']}"
+        elif opts["kernel"] == "merge":
+            extra = {"items": S.DEFAULT_ITEMS, "vec": True}
+            name = f"spmv_merge_v4_i{S.DEFAULT_ITEMS}"
+        else:
+            name = f"spmv_{step}"
+        extra.update(kernel_attributes(S.cuda_kernel(name), S.THREADS))
+        add("cupy", step, launch, lambda launch=launch: (launch(), out)[1], **extra)
+    nb = [cuda.as_cuda_array(a) for a in (d_ip, d_ix, d_dv, x, out)]
+    for step in NUMBA_STEPS:
+        def run(step=step):
+            S.spmv_numba(*nb, kernel=step)
+        add("numba", f"{step}_numba", run, lambda run=run: (run(), cuda.synchronize(), out)[2])
+    for r in records:
+        r["ref"] = ref["id"]
+        r["ratio"] = ref["ms"] / r["ms"]
+        r["ratio_to_copy"] = ceiling["ms"] / r["ms"]
+    return records
+
+
+# The plots' words in Chinese (kernels/bench/plotting.py: whole phrases, longest first).
+PLOT_WORDS = {
+    "CSR SpMV against cuSPARSE": "压缩稀疏行格式的稀疏矩阵向量乘与 cuSPARSE 对比",
+    "speed relative to cuSPARSE (its time / this time)": "相对 cuSPARSE 的速度（其时间 / 本时间）",
+    "fraction of the bandwidth of a copy of the same bytes": "占同等字节拷贝带宽的比例",
+    "banded": "带状",
+    "uniform": "均匀随机",
+    "power-law": "幂律",
+    "M nonzeros": "M 个非零元",
+    "(Numba)": "（Numba）",
+    "CSR": "压缩稀疏行",
+    "SpMV": "稀疏矩阵向量乘",
+}
+FAMILY_WORDS = {"banded": "banded", "uniform": "uniform", "power_law": "power-law"}
+BAR_ORDER = (("cupy", "scalar"), ("cupy", "vector"), ("cupy", "subwarp"), ("cupy", "subwarp_v4"), ("cupy", "merge"),
+             ("numba", "scalar_numba"), ("numba", "vector_numba"), ("cusparse", "cuSPARSE"))
+
+
+def _matrices(rows: list[dict]) -> list[tuple[str, list]]:
+    """(family, shape) of every matrix measured, in FAMILIES order, smaller first."""
+    seen = {(r["family"], tuple(r["shape"])) for r in rows}
+    return sorted(seen, key=lambda m: (FAMILIES.index(m[0]), m[1][2]))
+
+
+def plot(data: dict, out_dir: Path) -> list[Path]:
+    rows = results.select(data, TOPIC)
+    if not rows:
+        return []
+    env = data["topics"][TOPIC]["env"]
+    mats = _matrices(rows)
+    by = {(r["family"], tuple(r["shape"]), r["impl"], r["step"]): r for r in rows}
+    bars = [b for b in BAR_ORDER if any((f, s, *b) in by for f, s in mats)]
+    fig, (ax1, ax2) = plotting.new_figure(7.5, 7, nrows=2)
+    xs = np.arange(len(mats))
+    width = 0.8 / len(bars)
+    for i, (impl, step) in enumerate(bars):
+        label = step.replace("_numba", " (Numba)")
+        ratio = [by[(f, s, impl, step)]["ratio"] if (f, s, impl, step) in by else np.nan for f, s in mats]
+        copy = [by[(f, s, impl, step)]["ratio_to_copy"] if (f, s, impl, step) in by else np.nan for f, s in mats]
+        hatch = "//" if impl == "numba" else None
+        color = "k" if impl == "cusparse" else f"C{i}"
+        ax1.bar(xs - 0.4 + (i + 0.5) * width, ratio, width, label=label, color=color, hatch=hatch)
+        ax2.bar(xs - 0.4 + (i + 0.5) * width, copy, width, label=label, color=color, hatch=hatch)
+    ticks = [f"{FAMILY_WORDS[f]}\n{s[2] / 1e6:.0f} M nonzeros" for f, s in mats]
+    ax1.set_yscale("log")
+    ax1.axhline(1.0, color="k", lw=0.8)
+    ax1.set_ylabel("speed relative to cuSPARSE (its time / this time)", fontsize=8)
+    ax2.set_ylabel("fraction of the bandwidth of a copy of the same bytes", fontsize=8)
+    ax2.axhline(1.0, color="grey", lw=0.8)
+    for ax in (ax1, ax2):
+        ax.set_xticks(xs, ticks, fontsize=7)
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+    top = max([r["ratio_to_copy"] for r in rows if r["impl"] != "cuda_memcpy"] + [1.0])
+    ax2.set_ylim(0, 1.4 * top)  # room for the legend above the bars
+    ax2.legend(fontsize=7, ncol=4, loc="upper center")
+    return plotting.save(fig, ax1, TOPIC, env, out_dir, "CSR SpMV against cuSPARSE", fontsize=9, words=PLOT_WORDS)
+
+
+def summary(data: dict) -> list[str]:
+    rows = results.select(data, TOPIC)
+    out = [f"{'matrix':10} {'nnz':>9} {'impl':11} {'step':14} {'ms':>9} {'GB/s':>6} {'x cuSP':>7} {'x copy':>7} "
+           f"{'J/GFLOP':>8} {'rel_err':>8}"]
+    by_matrix = {}
+    for r in rows:
+        by_matrix.setdefault((r["family"], tuple(r["shape"])), []).append(r)
+    for f, s in _matrices(rows):
+        for r in sorted(by_matrix[(f, s)], key=lambda r: r["ms"]):
+            out.append(f"{f:10} {s[2]:9} {r['impl']:11} {r['step']:14} {r['ms']:9.4f} {r['gbps']:6.0f} "
+                       f"{r['ratio']:7.3f} {r['ratio_to_copy']:7.3f} {r.get('energy_j_per_gflop', float('nan')):8.4f} "
+                       f"{r['rel_err']:8.1e}")
+    return out
+
+
+def sanitize() -> None:
+    """`make sanitize` (tests.gpu_driver, under compute-sanitizer): every CUDA C
+    kernel of this topic once at odd sizes -- every lane count and item
+    count, with and without 128-bit loads -- on matrices with empty rows, a
+    row longer than several merge tiles, no nonzeros, and one row; checked
+    against float64."""
+    import cupy as cp
+
+    from kernels import harness, spmv as S
+
+    rng = np.random.default_rng(3)
+    mats = [S.uniform_random(1003, 7.0, seed=1), S.power_law(997, 9.0, seed=2), S.banded(517, 3),
+            S.from_row_lengths([0, 0, 5, 0, 5000, 0, 1, 0], 5003, seed=4), S.from_row_lengths([0, 0, 0], 5, seed=5),
+            S.from_row_lengths([37], 41, seed=6)]
+    runs = [{"kernel": "scalar"}, {"kernel": "vector"}]
+    runs += [{"kernel": "subwarp", "lanes": L, "vec": v} for L in S.LANES for v in (False, True)]
+    runs += [{"kernel": "merge", "items": i, "vec": v} for i in S.MERGE_ITEMS for v in (False, True)]
+    for ip, ix, dv in mats:
+        n_cols = max(int(ix.max()) + 1 if ix.size else 1, 1)
+        x_host = rng.standard_normal(n_cols, dtype=np.float32)
+        want = S.spmv_reference(ip, ix, dv, x_host)
+        d = [cp.asarray(a) for a in (ip, ix, dv, x_host)]
+        for opts in runs:
+            out = cp.full(ip.size - 1, cp.nan, dtype=cp.float32)
+            S.spmv(*d, out, **opts)
+            err = harness.rel_err(out, want)  # all-zero want (no nonzeros): the norm of out, NaN if unwritten
+            # float32 rounding: about 6e-8 * sqrt(row length / 2) of a row's size
+            assert err < 2e-6 * np.sqrt(np.diff(ip).max() + 1), (opts, ip.size - 1, ix.size, err)
