@@ -316,7 +316,9 @@ def cusparse_plan(A, x, out):
     handle = device.get_cusparse_handle()
     desc_a, desc_x, desc_y = cs.SpMatDescriptor.create(A), cs.DnVecDescriptor.create(x), cs.DnVecDescriptor.create(out)
     alpha, beta = np.array(1.0, np.float32), np.array(0.0, np.float32)
-    op, alg = lib.CUSPARSE_OPERATION_NON_TRANSPOSE, lib.CUSPARSE_SPMV_ALG_DEFAULT
+    # CuPy's bindings name the default algorithm by its CUDA 10 name (the value is the same)
+    op = lib.CUSPARSE_OPERATION_NON_TRANSPOSE
+    alg = getattr(lib, "CUSPARSE_SPMV_ALG_DEFAULT", getattr(lib, "CUSPARSE_MV_ALG_DEFAULT", 0))
     cuda_dtype = _dtype.to_cuda_dtype(np.dtype(np.float32))
     size = lib.spMV_bufferSize(handle, op, alpha.ctypes.data, desc_a.desc, desc_x.desc, beta.ctypes.data,
                                desc_y.desc, cuda_dtype, alg)
