@@ -78,6 +78,26 @@ FAULTS = {
                                ("warp_specialization.cu", "v.x = fmaf(v.x, a, b);", "v.x = fmaf(v.x, a, -b);", "cupy"),
                                ("hopper_gemm.cu", "make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1])",
                                 "make_float2(d[4 * j + 2 * h + 1], d[4 * j + 2 * h])", "cupy")],
+    # the Numba vector step drops each row's last nonzero; the merge path's fix-up overwrites a row cut between
+    # tiles instead of adding to it; the subwarp kernel sums half its lanes; the launcher drops the last block
+    "spmv.py": [("spmv.py", "for k in range(indptr[row] + lane, indptr[row + 1], 32):",
+                 "for k in range(indptr[row] + lane, indptr[row + 1] - 1, 32):", "numba"),
+                ("spmv.cu", "if (c.x >= 0 && c.y != 0) atomicAdd(&out[c.x], __int_as_float(c.y));",
+                 "if (c.x >= 0 && c.y != 0) atomicExch(&out[c.x], __int_as_float(c.y));", "cupy"),
+                ("spmv.cu", "for (int off = L / 2; off > 0; off >>= 1) acc += __shfl_down_sync(FULL_MASK, acc, off, L);",
+                 "for (int off = L / 4; off > 0; off >>= 1) acc += __shfl_down_sync(FULL_MASK, acc, off, L);", "cupy"),
+                ("spmv.py", "(-(-n_rows * per_row // THREADS),)", "(n_rows * per_row // THREADS,)", "cupy")],
+    # the Numba GELU subtracts the residual; the Numba softmax's block "max" is a min (softmax ignores the
+    # shift: only idle threads' -inf and logits near 1e4, whose exp overflows, expose it); the CUDA C GELU
+    # flips the cubic term; the online softmax forgets to rescale its running sum; the launcher takes the
+    # float4 kernel when N % 4 != 0
+    "fusion.py": [("fusion.py", "+ residual[r, c]", "- residual[r, c]", "numba"),
+                  ("fusion.py", "red[t] = max(red[t], red[t + s])", "red[t] = min(red[t], red[t + s])", "numba"),
+                  ("fusion.cu", "return 0.5f * h * (1.0f + tanhf(k0 * (h + k1 * h * h * h)));",
+                   "return 0.5f * h * (1.0f + tanhf(k0 * (h - k1 * h * h * h)));", "cupy"),
+                  ("fusion.cu", "s = s * expf(m - mx) + (expf(v0 - mx) + expf(v1 - mx)) + (expf(v2 - mx) + expf(v3 - mx));",
+                   "s = s + (expf(v0 - mx) + expf(v1 - mx)) + (expf(v2 - mx) + expf(v3 - mx));", "cupy"),
+                  ("fusion.py", "vec = N % 4 == 0 and all(", "vec = all(", "cupy")],
     "stencil.py": [("stencil.py", "if row < H and col < W:", "if row < H and col < W - 1:", "numba"),
                    ("stencil.cu", "if (y < H && x < W) {", "if (y < H && x < W - 1) {", "cupy"),
                    ("stencil.cu", "acc += w[(dy + R) * KW + dx + R] * pixel(in, H, W, y + dy, x + dx);",

@@ -93,6 +93,19 @@ def _n(sim_n: int) -> int:
     return sim_n if SIM else N
 
 
+def _spmv_lengths(n_rows: int) -> np.ndarray:
+    """Row lengths of the spmv cases' n_rows x n_rows matrix: 1 to 8 nonzeros."""
+    return np.arange(n_rows) % 8 + 1
+
+
+def _spmv_structure(n_rows: int, lib: str):
+    """indptr and indices of the spmv cases' matrix, in `lib`'s arrays (data
+    and x are the cases' float32 inputs)."""
+    indptr = np.concatenate([[0], np.cumsum(_spmv_lengths(n_rows))]).astype(np.int32)
+    indices = (np.arange(indptr[-1]) * 7919 % n_rows).astype(np.int32)
+    return to_lib(indptr, lib), to_lib(indices, lib)
+
+
 def cupy_cases() -> list[Case]:
     sq = (SIDE, SIDE)
     c = functools.partial(Case, lib="cupy", gpu=True)
@@ -173,6 +186,15 @@ def cupy_cases() -> list[Case]:
         c("examples/warp_specialization.stream", shift=4,
           call=lambda i, out: ex("warp_specialization.stream")(i["x"], out, k=3, step="ws_regbuf"),
           inputs={"x": (N,)}, out_shape=(N,)),
+        c("examples/spmv.spmv_cupy",
+          call=lambda i, out: ex("spmv.spmv_cupy")(*_spmv_structure(N, "cupy"), i["data"], i["x"], out,
+                                                   kernel="merge"),
+          inputs={"data": (int(_spmv_lengths(N).sum()),), "x": (N,)}, out_shape=(N,)),
+        c("examples/fusion.bias_gelu_residual",
+          call=lambda i, out: ex("fusion.bias_gelu_residual")(i["x"], i["bias"], i["residual"], out),
+          inputs={"x": sq, "bias": (SIDE,), "residual": sq}, out_shape=sq),
+        c("examples/fusion.softmax_rows", call=lambda i, out: ex("fusion.softmax_rows")(i["x"], out),
+          inputs={"x": sq}, out_shape=sq),
     ]
 
 
@@ -182,6 +204,8 @@ def numba_cases() -> list[Case]:
     n, n4 = _n(N_SIM), _n(N_SIM4)
     sq = (96, 96) if SIM else (SIDE, SIDE)  # coarsened transpose: 32 x 32 tiles, 9 blocks in the simulator
     image = (32, 64) if SIM else (SIDE, SIDE)  # tiled16: 16 x 16 tiles, 8 blocks in the simulator
+    rows = 8 * 128 if SIM else N  # spmv: rows of the matrix
+    wide = (16, 40) if SIM else (SIDE, SIDE)  # fusion: a few rows in the simulator
     return [
         # ---- kernels/
         c("vector_add_numba", call=lambda i, out: va.vector_add_numba(i["a"], i["b"], out, threads=32),
@@ -217,6 +241,19 @@ def numba_cases() -> list[Case]:
         c("examples/warp_specialization.stream_numba", shift=4,
           call=lambda i, out: ex("warp_specialization.stream_numba")(i["x"], out, k=2, blocks=2),
           inputs={"x": (n4 if not SIM else 4096,)}, out_shape=(n4 if not SIM else 4096,)),
+        # one row per thread, 128-thread blocks: 8 blocks in the simulator
+        c("examples/spmv.spmv_numba",
+          call=lambda i, out: ex("spmv.spmv_numba")(*_spmv_structure(rows, "numba"), i["data"], i["x"], out,
+                                                    kernel="scalar"),
+          inputs={"data": (int(_spmv_lengths(rows).sum()),), "x": (rows,)}, out_shape=(rows,)),
+        # blocks of 32 x 2 threads: 2 x 8 blocks in the simulator
+        c("examples/fusion.bias_gelu_residual_numba",
+          call=lambda i, out: ex("fusion.bias_gelu_residual_numba")(i["x"], i["bias"], i["residual"], out,
+                                                                    block=(32, 2)),
+          inputs={"x": wide, "bias": (wide[1],), "residual": wide}, out_shape=wide),
+        c("examples/fusion.softmax_rows_numba",  # a block per row: 8 blocks in the simulator
+          call=lambda i, out: ex("fusion.softmax_rows_numba")(i["x"], out, threads=32),
+          inputs={"x": (8, 40) if SIM else sq}, out_shape=(8, 40) if SIM else sq),
         c("examples/memory.norm_numba", call=lambda i, out: ex("memory.norm_numba")(i["p"], "aos", out, threads=32),
           inputs={"p": (n4, 3)}, out_shape=(n4,)),
         Case("examples/host_transfer.pipeline_numba", lib="host", gpu=False, out_name="out_host",
@@ -325,6 +362,10 @@ def test_every_wrapper_with_an_output_is_covered():
         "time_copy": "a cudaMemcpy, not a kernel launch",
         "roundtrip_numba": "two copies on one stream: the whole input is copied before out is written",
         "check_operands": "the argument check the wrappers above call",
+        "bias_gelu_residual_steps": "examples/fusion.py: the unfused chain as usually written (CuPy operators); "
+                                    "bias_gelu_residual checks out before it calls this",
+        "softmax_steps": "examples/fusion.py: the unfused softmax as usually written (CuPy operators); "
+                         "softmax_rows checks out before it calls this",
     }
     files = [ROOT / "kernels" / f"{m}.py" for m in
              ("vector_add", "divergence", "ilp", "host_transfer", "transfer_pipeline", "managed_memory", "memory",
