@@ -440,6 +440,19 @@ def attention_rows_numba(q, k, v, out, scale, causal):
             out[h, row, e] = acc[e, t] / l
 
 
+def shares_bytes(a, b):
+    """Do two contiguous device arrays share a byte? (Their address ranges,
+    from the CUDA array interface; in the simulator, the NumPy one.)"""
+    def span(x):
+        face = getattr(x, "__cuda_array_interface__", None) or x.__array_interface__
+        return face["data"][0], face["data"][0] + x.size * x.dtype.itemsize
+
+    if a.size == 0 or b.size == 0:
+        return False
+    (a_lo, a_hi), (b_lo, b_hi) = span(a), span(b)
+    return a_lo < b_hi and b_lo < a_hi
+
+
 def attention_numba(q, k, v, causal=False, out=None):
     """The Numba kernel: q, k, v float32 Numba device arrays (BH, N, d),
     C-contiguous, d 64 or 128; out: the same (None: a new device array).
@@ -464,6 +477,9 @@ def attention_numba(q, k, v, causal=False, out=None):
         raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
     if out is None:
         out = cuda.device_array(q.shape, dtype=np.float32)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if shares_bytes(out, x):  # other blocks still read K and V (and their own Q rows) while O is written
+            raise ValueError(f"out must not overlap {name}: write the result to a new array")
     grid = ((n + NB_BR - 1) // NB_BR, bh)
     attention_rows_numba[grid, NB_BR](q, k, v, out, np.float32(1.0 / math.sqrt(d)), causal)
     return out

@@ -195,6 +195,10 @@ def cupy_cases() -> list[Case]:
           inputs={"x": sq, "bias": (SIDE,), "residual": sq}, out_shape=sq),
         c("examples/fusion.softmax_rows", call=lambda i, out: ex("fusion.softmax_rows")(i["x"], out),
           inputs={"x": sq}, out_shape=sq),
+        # a block per 128 query rows: 8 x 8 blocks; 16-byte copies: views stay 16-byte aligned
+        c("examples/attention.attention_fused", shift=4,
+          call=lambda i, out: ex("attention.attention_fused")(i["q"], i["k"], i["v"], out=out),
+          inputs={name: (8, SIDE, 64) for name in "qkv"}, out_shape=(8, SIDE, 64)),
     ]
 
 
@@ -260,6 +264,11 @@ def numba_cases() -> list[Case]:
              call=lambda i, out: ex("host_transfer.pipeline_numba")(i["x_host"], out, chunks=4, streams=2, iters=4,
                                                                    threads=32),
              inputs={"x_host": (4 * 256,)}, out_shape=(4 * 256,)),  # chunks of 256: 8 blocks of 32 each
+        # a query row per thread, 32-thread blocks: a block per head (8 blocks) in the simulator
+        c("examples/attention.attention_numba",
+          call=lambda i, out: ex("attention.attention_numba")(i["q"], i["k"], i["v"], False, out),
+          inputs={name: (8, 8, 64) if SIM else (8, SIDE, 64) for name in "qkv"},
+          out_shape=(8, 8, 64) if SIM else (8, SIDE, 64)),
     ]
 
 
@@ -366,6 +375,12 @@ def test_every_wrapper_with_an_output_is_covered():
                                     "bias_gelu_residual checks out before it calls this",
         "softmax_steps": "examples/fusion.py: the unfused softmax as usually written (CuPy operators); "
                          "softmax_rows checks out before it calls this",
+        "attention_fused_fp16": "examples/attention.py: float16 q, k, v and a float32 out, which the cases' one "
+                                "buffer of one dtype cannot hold; its out goes through check_qkv, as "
+                                "attention_fused's does",
+        "check_qkv": "examples/attention.py: the argument check attention_fused and attention_fused_fp16 call",
+        "run_kernel": "examples/attention.py: the checks' dispatch to attention_naive (no out), "
+                      "attention_fused and attention_fused_fp16, which check out",
     }
     files = [ROOT / "kernels" / f"{m}.py" for m in
              ("vector_add", "divergence", "ilp", "host_transfer", "transfer_pipeline", "managed_memory", "memory",
