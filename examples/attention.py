@@ -148,7 +148,7 @@ D_VALUES = (64, 128)
 MAX_BH = 65535  # the grid's y dimension
 
 
-def _check_causal(causal) -> int:
+def check_causal(causal) -> int:
     if not isinstance(causal, (bool, np.bool_)):
         raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
     return int(causal)
@@ -209,7 +209,7 @@ def attention_naive(q, k, v, causal: bool = False):
     cupy.cuda.memory.OutOfMemoryError when S does not fit (naive_bytes)."""
     import cupy as cp
 
-    causal = _check_causal(causal)
+    causal = check_causal(causal)
     bh, n, d = check_qkv(q, k, v, None, dtype=np.float32)
     q3, k3, v3 = (x.reshape(bh, n, d) for x in (q, k, v))
     s = cp.matmul(q3, k3.transpose(0, 2, 1))  # (BH, N, N)
@@ -304,7 +304,7 @@ def attention_fused(q, k, v, causal=False, *, kernel="fp32_async", out=None):
     (None: a new array). Returns out."""
     import cupy as cp
 
-    causal = _check_causal(causal)
+    causal = check_causal(causal)
     bh, n, d = check_qkv(q, k, v, out, dtype=np.float32, align=16)
     if kernel not in FP32_KERNELS:
         raise ValueError(f"kernel must be one of {FP32_KERNELS}, got {kernel!r}")
@@ -341,7 +341,7 @@ def attention_fused_fp16(q, k, v, causal=False, out=None):
     capability 8.0 or newer. Returns out."""
     import cupy as cp
 
-    causal = _check_causal(causal)
+    causal = check_causal(causal)
     bh, n, d = check_qkv(q, k, v, out, dtype=np.float16, align=16)
     cc = cp.cuda.Device(q.device.id).compute_capability  # "90" on an H100 or H200
     if int(cc) < 80:  # below sm_80 attention.cu compiles the kernel empty: refuse it

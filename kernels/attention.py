@@ -205,7 +205,7 @@ def check_qkv(q, k, v, out, *, dtype, out_dtype=np.float32, align: int = 1):
     return bh, n, d
 
 
-def _check_causal(causal) -> int:
+def check_causal(causal) -> int:
     if not isinstance(causal, (bool, np.bool_)):
         raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
     return int(causal)
@@ -316,7 +316,7 @@ def attention_fused(q, k, v, causal: bool = False, *, kernel: str = "fp32_async"
     of that shape (None: a new array). Returns out."""
     import cupy as cp
 
-    causal = _check_causal(causal)
+    causal = check_causal(causal)
     bh, n, d = check_qkv(q, k, v, out, dtype=np.float32, align=16)
     kern, shape = fused_kernel(kernel, d, config, q.device.id)
     if out is None:
@@ -334,7 +334,7 @@ def attention_fused_fp16(q, k, v, causal: bool = False, out=None):
     compute capability 8.0 or newer."""
     import cupy as cp
 
-    causal = _check_causal(causal)
+    causal = check_causal(causal)
     bh, n, d = check_qkv(q, k, v, out, dtype=np.float16, align=16)
     info = device_info(q.device.id)
     require_fp16(info["name"], info["cc"])
@@ -354,7 +354,7 @@ def attention_naive(q, k, v, causal: bool = False):
     cupy.cuda.memory.OutOfMemoryError when S does not fit (naive_bytes)."""
     import cupy as cp
 
-    causal = _check_causal(causal)
+    causal = check_causal(causal)
     bh, n, d = check_qkv(q, k, v, None, dtype=np.float32)
     q3, k3, v3 = (x.reshape(bh, n, d) for x in (q, k, v))
     s = cp.matmul(q3, k3.transpose(0, 2, 1))  # (BH, N, N)

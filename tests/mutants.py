@@ -71,6 +71,25 @@ OVERRIDES: dict[str, tuple[str, str, str]] = {
         "the first comparison is on the compute capability, which the H200 does not exercise"),
     "kernels/occupancy.py:kernel_occupancy:kernel_occupancy": (
         'a["regs"], threads', 'a["regs"] // 2, threads', "no arithmetic of its own: halve the registers"),
+    "examples/spmv.py:csr_matrices:uniform_random": (
+        "return random_csr(lengths, n, seed + 1)", "return random_csr(lengths, 2 * n, seed + 1)",
+        "seed + 1 -> seed - 1 is another valid matrix; a column past n_cols is not"),
+    "examples/spmv.py:csr_matrices:power_law": (
+        "return random_csr(lengths, n, seed + 1)", "return random_csr(lengths, 2 * n, seed + 1)", "as uniform_random"),
+    "examples/spmv.py:csr_matrices:edge_cases": (
+        "random_csr([9], 40, seed=5), 40)", "random_csr([9], 40, seed=5), 30)",
+        "its first constant, a row length, gives another valid matrix; columns past x's end do not"),
+    "examples/spmv.py:csr_rejects:check_csr_rejects": (
+        "(indptr, indices + 10, data)", "(indptr, indices, data)",
+        "indices + 10 -> - 10 is still out of range; a matrix no longer broken must be caught"),
+    "examples/fusion.py:fusion_numba:bias_gelu_residual_numba": (
+        "grid = (-(-N // block[0]), ", "grid = (N // block[0], ",
+        "its first // -> * only enlarges the grid, whose extra threads the bounds guard idles; "
+        "rounding the columns' blocks down leaves the last columns unwritten"),
+    "examples/fusion.py:fusion_numba_check:check_softmax_numba": (
+        "softmax_reference(x))", "softmax_reference(x) * 2)",
+        "its first * scales the logits, and softmax does not change when every logit moves together; "
+        "a wrong reference must fail the check"),
     "kernels/device.py:kernel_attributes:driver_blocks_per_sm": (
         "threads, dynamic_smem))", "threads, 0))", "no arithmetic of its own: drop the shared memory"),
 }

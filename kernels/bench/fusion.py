@@ -311,3 +311,32 @@ def sanitize() -> None:
             for threads in (64, 256):
                 out = cp.full((M, N), cp.nan, dtype=cp.float32)
                 check(F.softmax_rows(x, variant=variant, out=out, threads=threads), want, (variant, M, N, threads))
+
+
+def claims(data: dict) -> None:
+    """docs/algorithms*.md, "Kernel fusion, measured": what the tables say,
+    against the committed measurements."""
+    rows = results.select(data, TOPIC)
+    t = {(r["chain"], r["shape"][0], r["form"]): r for r in rows}
+    g = {f: t["bias_gelu_residual", GELU_SHAPE[0], f] for f in GELU_FORMS + ("copy",)}
+    # bias + GELU + residual: every fused form faster than the unfused chain and a fraction of its energy
+    assert [f for f in sorted(GELU_FORMS, key=lambda f: g[f]["ms"])] == ["cuda_c", "elementwise", "fuse", "numba",
+                                                                          "unfused"]
+    assert all(g[f]["energy_ratio_to_unfused"] < 0.25 for f in GELU_FORMS if f != "unfused")
+    assert g["cuda_c"]["copy_fraction"] >= 0.9                  # CUDA C close to the copy of the same bytes
+    assert g["unfused"]["bytes_moved"] > 5 * g["unfused"]["useful_bytes"]  # intermediates through HBM
+    # the unfused chain is slower than its bytes alone explain: its kernels stream below the copy
+    assert g["unfused"]["moved_gbps"] < 0.6 * g["copy"]["gbps"]
+    assert g["unfused"]["ms"] / g["cuda_c"]["ms"] > g["unfused"]["bytes_moved"] / g["cuda_c"]["bytes_moved"]
+    long_rows, short_rows = sorted({r["shape"][1] for r in rows if r["chain"] == "softmax"}, reverse=True)
+    M = {r["shape"][1]: r["shape"][0] for r in rows if r["chain"] == "softmax"}
+    s = {f: t["softmax", M[long_rows], f] for f in SOFTMAX_FORMS}
+    assert [f for f in sorted(SOFTMAX_FORMS, key=lambda f: s[f]["ms"])] == ["fused", "online", "numba", "unfused"]
+    assert s["fused"]["copy_fraction"] >= 0.8 and s["fused"]["energy_ratio_to_unfused"] < 0.25
+    assert s["online"]["bytes_moved"] > s["fused"]["bytes_moved"]  # x read twice
+    q = {f: t["softmax", M[short_rows], f] for f in SOFTMAX_FORMS + SHORT_ROW_EXTRA}
+    assert q["fused"]["copy_fraction"] >= 0.9 and q["fused"]["energy_ratio_to_unfused"] < 0.25  # a warp per row
+    assert q["block"]["ms"] > 3 * q["fused"]["ms"]                 # a block per short row: far behind
+    assert 0.9 < q["online"]["ratio"] < 1.1 and q["online"]["energy_ratio_to_unfused"] > 1.0  # no gain at all
+    assert q["numba"]["ratio"] < 1.0                               # slower than the unfused chain
+    assert all(r["rel_err"] < 1e-6 for r in rows)

@@ -235,3 +235,37 @@ def summary(data: dict) -> list[str]:
         out.append(f"{label}: time crossover {t if t is None else f'{t:.3g}'}, "
                    f"energy crossover {e if e is None else f'{e:.3g}'}")
     return out
+
+
+def claims(data: dict) -> None:
+    """docs/algorithms*.md, "The crossover": what the plots and the table say,
+    against the committed measurements."""
+    rows = results.select(data, TOPIC)
+    t = {(r["density"], r["step"]): r for r in rows}
+    densities = sorted({r["density"] for r in rows})
+    assert densities[0] <= 1e-6 and densities[-1] >= 0.5
+    dense = [t[d, "dense"]["ms"] for d in densities]
+    assert max(dense) < 1.05 * min(dense)  # the dense product's time does not depend on the density
+    # ... but its power does: zeros cost less energy than values, at the same bytes and time
+    assert t[densities[-1], "dense"]["avg_power_w"] > 1.15 * t[densities[0], "dense"]["avg_power_w"]
+    cross = {(s, key): crossover(rows, i, s, key) for i, s in (("cusparse", "cuSPARSE"), ("cupy", "merge"),
+                                                              ("cupy", "subwarp_v4"))
+             for key in ("ms", "energy_j_per_call")}
+    for key in ("ms", "energy_j_per_call"):
+        assert 0.3 < cross["cuSPARSE", key] < 0.5, key          # cuSPARSE loses to dense between 0.3 and 0.5
+        assert 0.2 < cross["merge", key] < 0.3, key             # merge path loses first
+        assert cross["subwarp_v4", key] is None, key            # the sub-warp kernel never does up to 0.5
+    for s in ("cuSPARSE", "merge"):  # time and energy cross close together
+        assert abs(np.log(cross[s, "ms"] / cross[s, "energy_j_per_call"])) < 0.1, s
+    assert 1.0 <= t[densities[-1], "subwarp_v4"]["ratio"] < 1.1  # at 0.5: level with dense
+    for d in densities:  # the sub-warp kernel is the fastest CSR at every density
+        assert min(("cuSPARSE", "merge", "subwarp_v4"), key=lambda s: t[d, s]["ms"]) == "subwarp_v4", d
+        if d <= 1e-3:   # sparse enough: every CSR product at least 10x faster than dense
+            assert all(t[d, s]["ratio"] > 10 for s in ("cuSPARSE", "merge", "subwarp_v4")), d
+        if d <= 0.01:   # ... and its energy advantage larger still: little more than idle power drawn
+            assert all(t[d, s]["energy_ratio_to_dense"] < 1 / t[d, s]["ratio"]
+                       for s in ("cuSPARSE", "merge", "subwarp_v4")), d
+    low = [t[d, "subwarp_v4"]["ms"] for d in densities if d <= 1e-4]
+    assert len(low) >= 3 and max(low) < 1.1 * min(low)  # below 1e-4 the time no longer falls: a launch floor
+    assert all(abs(t[d, "dense"]["csr_bytes_per_nnz"] - 8) < 0.1 for d in densities if d >= 0.03)
+    assert all(r["rel_err"] < 1e-6 for r in rows)
