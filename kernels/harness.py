@@ -270,18 +270,28 @@ def idle_power_w(seconds: float = 1.0) -> float:
     return (e1 - e0) / 1000.0 / (time.perf_counter() - t0)
 
 
-def copy_ceiling(nbytes: int = 1 << 30) -> dict:
-    """Device-to-device copy (cudaMemcpyAsync) of nbytes; bandwidth counts
-    bytes read plus bytes written, 2 * nbytes."""
+def device_copy(nbytes: int, seed: int | None = None):
+    """A device-to-device copy (cudaMemcpyAsync) of nbytes of random float32
+    from src to dst: (copy, dst, src), copy() launching it on the current
+    stream. It reads nbytes and writes nbytes: the memory system's ceiling for
+    a kernel that moves 2 * nbytes. dst starts as NaN."""
     cp = _cp()
-    src = cp.random.random(nbytes // 4, dtype=cp.float32)
-    dst = cp.empty_like(src)
+    src = cp.random.default_rng(seed).random(max(1, nbytes // 4), dtype=cp.float32)
+    dst = cp.full_like(src, cp.nan)
     rt = cp.cuda.runtime
     stream = cp.cuda.get_current_stream().ptr
 
     def copy():
         rt.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, rt.memcpyDeviceToDevice, stream)
 
+    return copy, dst, src
+
+
+def copy_ceiling(nbytes: int = 1 << 30) -> dict:
+    """Device-to-device copy (cudaMemcpyAsync) of nbytes; bandwidth counts
+    bytes read plus bytes written, 2 * nbytes."""
+    cp = _cp()
+    copy, dst, src = device_copy(nbytes)
     t = time_gpu(copy, ((),) * 1, warmup=3, samples=20)
     exact = bool(cp.array_equal(dst, src))
     t.update(gbps=2 * src.nbytes / (t["ms"] * 1e-3) / 1e9, nbytes=src.nbytes, exact=exact,

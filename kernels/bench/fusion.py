@@ -171,19 +171,11 @@ def _chain_records(chain: str, M: int, N: int, forms, quick: bool, seed: int) ->
         add(impl, form, kernel, fn, F.bytes_moved(chain, form, M, N), len(F.steps(chain, form, N)), err)
     del ref
     # The ceiling: one device-to-device copy of useful / 2 bytes (read once, written once).
-    n = F.useful_bytes(chain, M, N) // 8
-    src = cp.random.default_rng(seed + 1).standard_normal(n, dtype=cp.float32)
-    dst = cp.full(n, cp.nan, dtype=cp.float32)
-    rt = cp.cuda.runtime
-    stream = cp.cuda.get_current_stream().ptr
-
-    def copy():
-        rt.memcpyAsync(dst.data.ptr, src.data.ptr, 4 * n, rt.memcpyDeviceToDevice, stream)
-
+    copy, dst, src = harness.device_copy(F.useful_bytes(chain, M, N) // 8 * 4, seed=seed + 1)
     copy()
     if not bool(cp.array_equal(dst, src)):
         raise RuntimeError(f"{chain} copy: the copy did not reproduce its source")
-    add("cuda_memcpy", "copy", None, copy, 8 * n, 1, harness.rel_err(dst, src))
+    add("cuda_memcpy", "copy", None, copy, 2 * src.nbytes, 1, harness.rel_err(dst, src))
     finish(records)
     return records
 

@@ -78,22 +78,6 @@ def bytes_moved(n_rows: int, n_cols: int, nnz: int) -> int:
     return 4 * (n_rows + 1) + 8 * nnz + 4 * n_cols + 4 * n_rows
 
 
-def copy_same_bytes(nbytes: int):
-    """A device-to-device copy (cudaMemcpyAsync) that moves nbytes in all
-    (nbytes / 2 read, nbytes / 2 written): (copy, dst, src)."""
-    import cupy as cp
-
-    src = cp.random.default_rng(SEED).random(max(1, nbytes // 8), dtype=cp.float32)
-    dst = cp.empty_like(src)
-    rt = cp.cuda.runtime
-
-    def copy():
-        rt.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, rt.memcpyDeviceToDevice,
-                       cp.cuda.get_current_stream().ptr)
-
-    return copy, dst, src
-
-
 def measure(quick: bool = False) -> list[dict]:
     import cupy as cp
 
@@ -148,7 +132,7 @@ def measure_matrix(family: str, n: int, min_seconds: float = 2.0) -> list[dict]:
     run_cusparse, _ = S.cusparse_plan(A, x, y)
     ref = add("cusparse", "cuSPARSE", run_cusparse, lambda: (y.fill(cp.nan), run_cusparse(), y)[2])
     add("cupyx", "cupyx", lambda: A @ x, lambda: A @ x)  # the same call through cupyx: descriptors per call
-    copy, dst, src = copy_same_bytes(nbytes)
+    copy, dst, src = harness.device_copy(nbytes // 2, seed=SEED)  # nbytes in all: half read, half written
     ceiling = add("cuda_memcpy", "copy", copy, lambda: (dst.fill(cp.nan), copy(), dst)[2], expect=src)
     for step, opts in STEPS.items():
         launch, _ = S.spmv_plan(d_ip, d_ix, d_dv, x, out, **opts)
