@@ -16,14 +16,13 @@ first; logits near 1e4 stay finite; bad input refused.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from kernels import attention as at
+from tests.test_cuda_compile import nvcc
 
 gpu = pytest.mark.gpu
 
@@ -154,14 +153,7 @@ def test_numba_wrapper_refuses_bad_input():
         at.attention_numba(x, x, x, causal=1)
 
 
-def _nvcc():
-    for cand in (shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
-        if cand and Path(cand).exists():
-            return cand
-    return None
-
-
-@pytest.mark.skipif(_nvcc() is None, reason="nvcc not found (install the CUDA toolkit)")
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not found (install the CUDA toolkit)")
 def test_the_source_built_for_nvrtc_compiles_below_sm80_without_sm80_instructions(tmp_path):
     """The wrapper compiles helpers + attention.cu for the GPU it runs on:
     on sm_75 (a T4) the file must still compile, step 3 copying
@@ -172,7 +164,7 @@ def test_the_source_built_for_nvrtc_compiles_below_sm80_without_sm80_instruction
     ptx = {}
     for arch in ("sm_75", "sm_90"):
         # -Xcicc -O0: the front end only (seconds); which instructions appear does not depend on it
-        proc = subprocess.run([_nvcc(), f"-arch={arch}", "-std=c++17", "-ptx", "-Xcicc", "-O0", "-Werror",
+        proc = subprocess.run([nvcc(), f"-arch={arch}", "-std=c++17", "-ptx", "-Xcicc", "-O0", "-Werror",
                                "all-warnings", str(src), "-o", str(tmp_path / f"{arch}.ptx")],
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
