@@ -185,11 +185,20 @@ def uniform_random(n: int, mean_row: float, seed: int = 0):
 
 
 def power_law(n: int, mean_row: float, seed: int = 0):
-    """n x n, row lengths from a Zipf law (P(length = k) ~ 1/k^2) scaled to
-    about mean_row, at least 1 and at most n: most rows short, a few holding
-    thousands of nonzeros or more."""
+    """n x n, row lengths from a Zipf law (P(length = k) ~ 1/k^2) scaled so
+    that their mean is mean_row, at least 1 and at most n: most rows short, a
+    few holding thousands of nonzeros or more. (A Zipf law of exponent 2 has
+    no finite mean, so the scale is found by bisection on the clipped lengths,
+    not from the sample's mean.)"""
     raw = np.random.default_rng(seed).zipf(2.0, n).astype(np.float64)
-    lengths = np.clip(np.round(raw * (mean_row / raw.mean())), 1, n).astype(np.int64)
+    lo, hi = 0.0, float(mean_row)
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        if np.clip(np.round(raw * mid), 1, n).mean() < mean_row:
+            lo = mid
+        else:
+            hi = mid
+    lengths = np.clip(np.round(raw * hi), 1, n).astype(np.int64)
     return random_csr(lengths, n, seed + 1)
 
 
@@ -255,7 +264,7 @@ import numpy as np
 KERNELS = ("scalar", "vector", "subwarp", "merge")
 THREADS = 256  # every kernel's block (the subwarp and merge kernels' __launch_bounds__)
 LANES = (2, 4, 8, 16, 32)  # lanes per row: the spmv_subwarp[_v4]_l{L} kernels
-ITEMS = 6  # merge path: items (row ends + nonzeros) per thread, a tile of 256 * 6 = 1536: spmv_merge[_v4]_i6
+ITEMS = 8  # merge path: items (row ends + nonzeros) per thread, a tile of 256 * 8 = 2048: spmv_merge[_v4]_i8
 
 
 def default_lanes(mean_row: float, vec: bool) -> int:
@@ -270,8 +279,9 @@ def spmv_cupy(indptr, indices, data, x, out=None, *, kernel="merge", lanes=None,
     int32, data and x float32; A is (indptr.size - 1) x x.size. kernel: one of
     KERNELS; lanes: the subwarp kernel's lanes per row (default from the mean
     row length); vec: subwarp and merge read data and indices 128 bits at a
-    time (default: when both start on a 16-byte boundary); check: run
-    check_csr first (reads every index). Returns out."""
+    time (default: subwarp when both start on a 16-byte boundary, merge never:
+    its 4-byte loads measured faster); check: run check_csr first (reads
+    every index). Returns out."""
     import cupy as cp
 
     for name, a, dtype in (("indptr", indptr, np.int32), ("indices", indices, np.int32),
@@ -308,7 +318,7 @@ def spmv_cupy(indptr, indices, data, x, out=None, *, kernel="merge", lanes=None,
     aligned = data.data.ptr % 16 == 0 and indices.data.ptr % 16 == 0
     if vec and not aligned:
         raise ValueError("vec=True needs data and indices on 16-byte boundaries (128-bit loads)")
-    vec = aligned if vec is None else vec
+    vec = (aligned and kernel == "subwarp") if vec is None else vec
     if n_rows == 0:
         return out
     module = load_cuda("spmv.cu")

@@ -148,15 +148,29 @@ def uniform_random(n: int, mean_row: float, seed: int = 0) -> tuple[np.ndarray, 
 
 def power_law(n: int, mean_row: float, exponent: float = 2.0, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """n x n, row lengths from a Zipf law (P(length = k) ~ k^-exponent),
-    scaled to about mean_row and capped at n: most rows short, a few holding
-    tens of thousands of nonzeros or more (at n = 10^6 the longest rows fill
-    a large part of the matrix's width)."""
+    scaled so that their mean is mean_row (to within rounding), at least 1
+    and at most n: most rows short, a few holding tens of thousands of
+    nonzeros or more, the longest filling the whole width of the matrix.
+
+    The scale is found by bisection on the lengths as rounded and clipped:
+    a Zipf law with exponent <= 2 has no finite mean, so the sample's mean is
+    set by its few largest draws, and scaling by mean_row / raw.mean() (then
+    clipping at n) would leave the mean far below mean_row."""
     if not exponent > 1:
         raise ValueError(f"exponent must be > 1 (a Zipf law), got {exponent}")
+    if not 1 <= mean_row <= n:
+        raise ValueError(f"mean_row must lie in [1, n = {n}], got {mean_row}")
     rng = np.random.default_rng(seed)
     raw = rng.zipf(exponent, n).astype(np.float64)
-    lengths = np.minimum(np.maximum(1, np.round(raw * (mean_row / raw.mean()))), n).astype(np.int64)
-    return from_row_lengths(lengths, n, rng)
+
+    def lengths_at(scale):
+        return np.clip(np.round(raw * scale), 1, n)
+
+    lo, hi = 0.0, float(mean_row)  # mean 1 at scale 0, >= mean_row at scale mean_row
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if lengths_at(mid).mean() < mean_row else (lo, mid)
+    return from_row_lengths(lengths_at(hi).astype(np.int64), n, rng)
 # --8<-- [end:generators]
 
 
@@ -177,7 +191,7 @@ ARRAYS = (("indptr", np.int32), ("indices", np.int32), ("data", np.float32), ("x
 THREADS = 256  # every CUDA C kernel's block (the subwarp and merge kernels' __launch_bounds__)
 LANES = (2, 4, 8, 16, 32)  # lanes per row: spmv_subwarp[_v4]_l{L}
 MERGE_ITEMS = (4, 6, 8, 12, 16)  # items per thread: spmv_merge[_v4]_i{I}
-DEFAULT_ITEMS = 6  # a tile of 1536 items: the fastest on the power-law matrix (H200, tmp tuning run)
+DEFAULT_ITEMS = 8  # a tile of 2048 items: the fastest on the power-law matrices, 4-byte loads (H200)
 # n_rows + nnz: the merge path's diagonals are int32, a tile past the last one too
 MAX_ITEMS = 2**31 - 2**17
 
@@ -208,9 +222,10 @@ def spmv_plan(indptr, indices, data, x, out=None, *, kernel: str = "auto", lanes
     kernel: "scalar", "vector", "subwarp" (lanes per row: one of LANES,
     default from the mean row length), "merge" (items per thread: one of
     MERGE_ITEMS, default DEFAULT_ITEMS) or "auto" (= "merge"). vec: read data
-    and indices 128 bits at a time (subwarp, merge): None = where both start
-    on 16-byte boundaries. check: validate the CSR structure first
-    (check_csr; reads every index, synchronizes)."""
+    and indices 128 bits at a time (subwarp, merge); None = subwarp: where
+    both start on 16-byte boundaries, merge: no (its 4-byte loads are the
+    faster on the skewed and random matrices, H200). check: validate the CSR
+    structure first (check_csr; reads every index, synchronizes)."""
     import cupy as cp
 
     for (name, dtype), a in zip(ARRAYS, (indptr, indices, data, x)):
@@ -236,7 +251,7 @@ def spmv_plan(indptr, indices, data, x, out=None, *, kernel: str = "auto", lanes
     if vec and not aligned:
         raise ValueError(f"vec=True needs data and indices on 16-byte boundaries (128-bit loads), got addresses "
                          f"{data.data.ptr:#x} and {indices.data.ptr:#x}")
-    vec = aligned if vec is None else bool(vec)
+    vec = (aligned and kernel == "subwarp") if vec is None else bool(vec)
     if check:
         check_csr(indptr, indices, data, (n_rows, x.size))
     if out is None:

@@ -517,7 +517,9 @@ def test_sass_has_what_each_step_is_about():
     text = {k: "\n".join(sass.sass("spmv.cu", k)) for k in
             ("spmv_vector", "spmv_subwarp_l8", "spmv_subwarp_v4_l8", "spmv_merge_i8", "spmv_merge_v4_i8")}
     assert "LDG.E.128" in text["spmv_subwarp_v4_l8"] and "LDG.E.128" not in text["spmv_subwarp_l8"]
-    assert "LDG.E.128" in text["spmv_merge_v4_i8"] and "LDG.E.128" not in text["spmv_merge_i8"]
+    # the merge path streams the CSR arrays with __ldcs: LDG.E.EF (evict first), 128-bit with VEC4
+    assert "LDG.E.EF.128" in text["spmv_merge_v4_i8"] and ".128" not in text["spmv_merge_i8"]
+    assert "LDG.E.EF " in text["spmv_merge_i8"] and "LDG.E.EF" not in text["spmv_subwarp_l8"]
     assert "SHFL.DOWN" in text["spmv_vector"] and "SHFL.DOWN" in text["spmv_subwarp_l8"]
     for k in ("spmv_merge_i8", "spmv_merge_v4_i8"):  # the warp search's ballot, the scan's shuffles
         assert "VOTE.ANY" in text[k] and "SHFL.UP" in text[k] and "ATOM" not in text[k]

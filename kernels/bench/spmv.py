@@ -42,7 +42,7 @@ SEED = 15
 # The ladder's steps as spmv() options; "subwarp" reads 4 bytes at a time, "subwarp_v4" 16
 STEPS = {"scalar": {"kernel": "scalar"}, "vector": {"kernel": "vector"},
          "subwarp": {"kernel": "subwarp", "vec": False}, "subwarp_v4": {"kernel": "subwarp", "vec": True},
-         "merge": {"kernel": "merge"}}
+         "merge": {"kernel": "merge", "vec": False}, "merge_v4": {"kernel": "merge", "vec": True}}
 NUMBA_STEPS = ("scalar", "vector")
 LABELS = {
     "family": ("矩阵", "matrix"),
@@ -141,8 +141,8 @@ def measure_matrix(family: str, n: int, min_seconds: float = 2.0) -> list[dict]:
             extra = {"lanes": S.default_lanes(nnz / n, opts["vec"]), "vec": opts["vec"]}
             name = f"spmv_subwarp{'_v4' if opts['vec'] else ''}_l{extra['lanes']}"
         elif opts["kernel"] == "merge":
-            extra = {"items": S.DEFAULT_ITEMS, "vec": True}
-            name = f"spmv_merge_v4_i{S.DEFAULT_ITEMS}"
+            extra = {"items": S.DEFAULT_ITEMS, "vec": opts["vec"]}
+            name = f"spmv_merge{'_v4' if opts['vec'] else ''}_i{S.DEFAULT_ITEMS}"
         else:
             name = f"spmv_{step}"
         extra.update(kernel_attributes(S.cuda_kernel(name), S.THREADS))
@@ -174,6 +174,7 @@ PLOT_WORDS = {
 }
 FAMILY_WORDS = {"banded": "banded", "uniform": "uniform", "power_law": "power-law"}
 BAR_ORDER = (("cupy", "scalar"), ("cupy", "vector"), ("cupy", "subwarp"), ("cupy", "subwarp_v4"), ("cupy", "merge"),
+             ("cupy", "merge_v4"),
              ("numba", "scalar_numba"), ("numba", "vector_numba"), ("cusparse", "cuSPARSE"))
 
 
@@ -268,7 +269,7 @@ def claims(data: dict) -> None:
     rows = results.select(data, TOPIC)
     t = {(r["family"], r["shape"][0], r["step"]): r for r in rows}
     sizes = {f: sorted({r["shape"][0] for r in rows if r["family"] == f}) for f in FAMILIES}
-    ours = ("scalar", "vector", "subwarp", "subwarp_v4", "merge")
+    ours = ("scalar", "vector", "subwarp", "subwarp_v4", "merge", "merge_v4")
     assert all(len(sizes[f]) == 2 for f in FAMILIES)
     for f in FAMILIES:  # every matrix is far larger than L2: 10^7 nonzeros and more, except power-law's smaller
         assert all(t[f, n, "cuSPARSE"]["nnz"] > 5e6 for n in sizes[f]), f

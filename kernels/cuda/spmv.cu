@@ -168,6 +168,11 @@ SPMV_SUBWARP(32)
 // partial sum goes to carry[tile], and spmv_merge_fixup adds it to out after
 // this kernel (one atomic per tile, not one per row, and no zeroing of out:
 // every row is written exactly once by the thread that ends it).
+//
+// The CSR arrays are read once: their loads use __ldcs (cache-streaming,
+// evict first), which leaves more of L1 and L2 to x, whose gathers are what
+// bounds SpMV on random columns (measured on the H200: 1 to 2.5 % faster on
+// the uniform and power-law matrices than __ldg).
 #define MERGE_THREADS 256
 
 // Rows ended among the first d items (the i above), found by one warp.
@@ -228,7 +233,7 @@ __device__ __forceinline__ void spmv_merge_tile(const int* __restrict__ indptr, 
 #pragma unroll
     for (int i = 0; i < IPT; ++i) {
         const int r = tid + i * MERGE_THREADS;
-        if (r < rows) s_row_end[r] = __ldg(&indptr[r0 + 1 + r]);
+        if (r < rows) s_row_end[r] = __ldcs(&indptr[r0 + 1 + r]);
     }
     // Each thread's loads all go out before any of them is used: first the values and
     // indices, then the gathers of x, then the products into shared memory. (One pass
@@ -248,8 +253,8 @@ __device__ __forceinline__ void spmv_merge_tile(const int* __restrict__ indptr, 
             v[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             col[c] = make_int4(0, 0, 0, 0);
             if (k + 4 <= k1) {
-                v[c] = __ldg(reinterpret_cast<const float4*>(data + k));
-                col[c] = __ldg(reinterpret_cast<const int4*>(indices + k));
+                v[c] = __ldcs(reinterpret_cast<const float4*>(data + k));
+                col[c] = __ldcs(reinterpret_cast<const int4*>(indices + k));
             }
         }
 #pragma unroll
@@ -272,7 +277,7 @@ __device__ __forceinline__ void spmv_merge_tile(const int* __restrict__ indptr, 
             } else if (k < k1) {  // the chunk that runs past k1 (one per tile): at most 3 elements
 #pragma unroll 1
                 for (int j = max(k, k0); j < k1; ++j)
-                    s_prod[j - k0] = __float_as_int(__ldg(&data[j]) * __ldg(&x[__ldg(&indices[j])]));
+                    s_prod[j - k0] = __float_as_int(__ldcs(&data[j]) * __ldg(&x[__ldcs(&indices[j])]));
             }
         }
     } else {
@@ -281,8 +286,8 @@ __device__ __forceinline__ void spmv_merge_tile(const int* __restrict__ indptr, 
 #pragma unroll
         for (int i = 0; i < IPT; ++i) {
             const int j = k0 + tid + i * MERGE_THREADS;
-            val[i] = j < k1 ? __ldg(&data[j]) : 0.0f;
-            col[i] = j < k1 ? __ldg(&indices[j]) : 0;
+            val[i] = j < k1 ? __ldcs(&data[j]) : 0.0f;
+            col[i] = j < k1 ? __ldcs(&indices[j]) : 0;
         }
 #pragma unroll
         for (int i = 0; i < IPT; ++i) xv[i] = k0 + tid + i * MERGE_THREADS < k1 ? __ldg(&x[col[i]]) : 0.0f;
