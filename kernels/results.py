@@ -397,8 +397,13 @@ def select(data: dict, topic: str, where: dict | None = None) -> list[dict]:
 
 
 def _value(r: dict, key: str):
+    """A record's value for a table column or where= key: "n" is shape[0],
+    "shape[i]" the shape's i-th entry (e.g. N of a (BH, N, d) attention)."""
     if key == "n":
         return r["shape"][0]
+    if key.startswith("shape[") and key.endswith("]") and key[6:-1].isdigit():
+        i = int(key[6:-1])
+        return r["shape"][i] if i < len(r["shape"]) else None
     return r.get(key)
 
 

@@ -95,6 +95,10 @@ def test_render_table_and_stamp():
     lines = t.splitlines()
     assert len(lines) == 3 and "| cupy |" in lines[2] and "2¹⁰" in lines[2] and "3,000.0" in lines[2]
     assert "0.75" in lines[2]
+    two = [dict(r, shape=[4, 8 if k else 9]) for k, r in enumerate(results.select(data, "vector_add")[:2])]
+    assert [results._value(r, "shape[1]") for r in two] == [9, 8] and results._value(two[0], "shape[2]") is None
+    picked = results.select({"records": two}, "vector_add", {"shape[1]": "8"})
+    assert [r["shape"] for r in picked] == [[4, 8]]
     zh = results.render_table(data, "vector_add", ["impl", "gbps"], "zh")
     assert "带宽" in zh
     assert "NVIDIA H200" in results.render_stamp(data, "vector_add", "en")
@@ -138,6 +142,7 @@ def test_hook_renders_directives_and_missing_topics(hook):
     ("results-table topic=vector_add columns=impl,no_such_column", "no_such_column"),
     ("results-table topic=vector_add columns=impl where=variant:no_such_variant", "no_such_variant"),
     ("results-table topic=vector_add columns=impl where=no_such_key:1", "no_such_key"),
+    ("results-table topic=vector_add columns=impl where=shape[1]:1", "shape"),
     ("results-table topic=vector_add columns=impl order=no_such_key", "no_such_key"),
     ("results-plot topic=vector_add plot=no_such_plot", "missing"),
 ])

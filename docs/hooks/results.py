@@ -60,7 +60,7 @@ class DirectiveError(ValueError):
 def check_table(data: dict, topic: str, args: dict) -> None:
     """Fail on a filter that selects nothing, or a column or key no record has."""
     rows = results.select(data, topic)
-    keys = {k for r in rows for k in r} | {"n"}
+    keys = {k for r in rows for k in r} | {"n"} | {f"shape[{i}]" for r in rows for i in range(len(r["shape"]))}
     where = dict(w.split(":", 1) for w in args.get("where", "").split(",") if w)
     for key, want in where.items():
         if key not in keys:

@@ -39,7 +39,7 @@ HALF_WIDTH = 8   # banded: 17 nonzeros per row
 MEAN_ROW = 16.0  # uniform and power-law: mean row length
 EXPONENT = 2.0   # power-law: P(row length = k) ~ k^-2
 SEED = 15
-# The ladder's steps as spmv() options; "subwarp" reads 4 bytes at a time, "subwarp_v4" 16
+# The ladder's steps as spmv() options; "subwarp" and "merge" read 4 bytes at a time, the "_v4" steps 16
 STEPS = {"scalar": {"kernel": "scalar"}, "vector": {"kernel": "vector"},
          "subwarp": {"kernel": "subwarp", "vec": False}, "subwarp_v4": {"kernel": "subwarp", "vec": True},
          "merge": {"kernel": "merge", "vec": False}, "merge_v4": {"kernel": "merge", "vec": True}}
@@ -271,15 +271,19 @@ def claims(data: dict) -> None:
     sizes = {f: sorted({r["shape"][0] for r in rows if r["family"] == f}) for f in FAMILIES}
     ours = ("scalar", "vector", "subwarp", "subwarp_v4", "merge", "merge_v4")
     assert all(len(sizes[f]) == 2 for f in FAMILIES)
-    for f in FAMILIES:  # every matrix is far larger than L2: 10^7 nonzeros and more, except power-law's smaller
-        assert all(t[f, n, "cuSPARSE"]["nnz"] > 5e6 for n in sizes[f]), f
-    for n in sizes["banded"]:
+    for f in FAMILIES:  # every matrix holds 10^7 nonzeros or more, its CSR arrays far larger than L2
+        assert all(t[f, n, "cuSPARSE"]["nnz"] > 1e7 for n in sizes[f]), f
+    small, large = sizes["banded"]
+    for n in (small, large):
         b = {s: t["banded", n, s] for s in ours}
-        # banded: the 128-bit sub-warp step is our fastest, ahead of cuSPARSE, and past 0.8 of the copy
+        # banded: the 128-bit sub-warp step is our fastest, ahead of cuSPARSE
         assert min(b, key=lambda s: b[s]["ms"]) == "subwarp_v4", n
-        assert b["subwarp_v4"]["ratio"] > 1.05 and b["subwarp_v4"]["ratio_to_copy"] >= 0.8, n
+        assert b["subwarp_v4"]["ratio"] > 1.05, n
         assert b["scalar"]["ms"] < b["vector"]["ms"], n          # rows of 17: a warp per row idles lanes
         assert b["merge"]["ratio"] < 1.0, n                       # load balancing costs where rows are equal
+    # the copy-ceiling goal (>= 0.8): met at the smaller size, just missed at the larger
+    assert t["banded", small, "subwarp_v4"]["ratio_to_copy"] >= 0.8
+    assert 0.75 < t["banded", large, "subwarp_v4"]["ratio_to_copy"] < 0.8
     small, large = sizes["uniform"]
     u_small = max(t["uniform", small, s]["ratio"] for s in ours)
     u_large = max(t["uniform", large, s]["ratio"] for s in ours)
@@ -292,8 +296,10 @@ def claims(data: dict) -> None:
     for n in sizes["power_law"]:
         p = {s: t["power_law", n, s] for s in ours}
         assert p[max(p, key=lambda s: p[s]["ratio"])] is p["merge"], n  # merge path is our best there
-        assert 0.85 < p["merge"]["ratio"] < 1.0, n                    # below cuSPARSE: the 1.0x goal is not met
-        assert p["merge"]["max_row"] == n                            # one row as long as the matrix is wide
+        assert 0.95 < p["merge"]["ratio"] < 1.0, n                    # just below cuSPARSE: the 1.0x goal is not met
+        assert p["merge"]["ms"] < p["merge_v4"]["ms"], n              # 4-byte loads beat 128-bit ones there
+        assert p["merge"]["max_row"] == n                            # a row as long as the matrix is wide
+        assert abs(p["merge"]["mean_row"] - MEAN_ROW) < 0.1, n
         for s in ("scalar", "vector", "subwarp", "subwarp_v4"):        # one row per thread/warp/sub-warp collapses
             assert p[s]["ratio"] < 0.05, (n, s)
             assert p[s]["energy_j_per_gflop"] > 5 * t["power_law", n, "cuSPARSE"]["energy_j_per_gflop"], (n, s)
