@@ -368,11 +368,19 @@ def _fmt(key: str, value) -> str:
         return f"2{str(n.bit_length() - 1).translate(sup)}" if n & (n - 1) == 0 else f"{n:,}"
     if (_derived(key) or key == "energy_ratio_to_naive") and isinstance(value, float):
         return f"{value:.3f}"
-    if key.endswith("_bytes") and key not in ("smem_bytes", "local_bytes") and isinstance(value, int):
-        for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-            if value >= size and value % size == 0:
-                return f"{value // size} {unit}"
-        return str(value)
+    if key.endswith(("_bytes", "_bytes_model")) and key not in ("smem_bytes", "local_bytes") \
+            and isinstance(value, (int, float)):
+        # sizes set by a program (footprints, buffers) in binary units where exact; traffic and
+        # other large counts in decimal gigabytes
+        if isinstance(value, int) and value >= 1 << 30 and value % (1 << 30) == 0:
+            return f"{value >> 30} GiB"
+        if value >= 1e8:
+            return f"{value / 1e9:.3g} GB"
+        if isinstance(value, int):
+            for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+                if value >= size and value % size == 0:
+                    return f"{value // size} {unit}"
+            return str(value)
     if key == "ref":
         return str(value).split("/")[1] + " " + str(value).split("/")[2]
     if isinstance(value, float):

@@ -253,10 +253,11 @@ def claims(data: dict) -> None:
              for key in ("ms", "energy_j_per_call")}
     for key in ("ms", "energy_j_per_call"):
         assert 0.3 < cross["cuSPARSE", key] < 0.5, key          # cuSPARSE loses to dense between 0.3 and 0.5
-        assert 0.2 < cross["merge", key] < 0.3, key             # merge path loses first
+        assert 0.25 < cross["merge", key] < 0.35, key           # merge path between 0.25 and 0.35
+        assert cross["merge", key] < cross["cuSPARSE", key], key  # ... before cuSPARSE
         assert cross["subwarp_v4", key] is None, key            # the sub-warp kernel never does up to 0.5
-    for s in ("cuSPARSE", "merge"):  # time and energy cross close together
-        assert abs(np.log(cross[s, "ms"] / cross[s, "energy_j_per_call"])) < 0.1, s
+    for s in ("cuSPARSE", "merge"):  # energy crosses a little (under 1.2x) before time
+        assert 1.0 < cross[s, "ms"] / cross[s, "energy_j_per_call"] < 1.2, s
     assert 1.0 <= t[densities[-1], "subwarp_v4"]["ratio"] < 1.1  # at 0.5: level with dense
     for d in densities:  # the sub-warp kernel is the fastest CSR at every density
         assert min(("cuSPARSE", "merge", "subwarp_v4"), key=lambda s: t[d, s]["ms"]) == "subwarp_v4", d
@@ -266,6 +267,7 @@ def claims(data: dict) -> None:
             assert all(t[d, s]["energy_ratio_to_dense"] < 1 / t[d, s]["ratio"]
                        for s in ("cuSPARSE", "merge", "subwarp_v4")), d
     low = [t[d, "subwarp_v4"]["ms"] for d in densities if d <= 1e-4]
-    assert len(low) >= 3 and max(low) < 1.1 * min(low)  # below 1e-4 the time no longer falls: a launch floor
+    # below 1e-4 the time no longer falls: a few microseconds, a launch's floor, not bytes
+    assert len(low) >= 3 and max(low) < 0.01 and low[-1] >= 0.9 * min(low)
     assert all(abs(t[d, "dense"]["csr_bytes_per_nnz"] - 8) < 0.1 for d in densities if d >= 0.03)
     assert all(r["rel_err"] < 1e-6 for r in rows)
