@@ -247,6 +247,22 @@ def ncu_metrics(metrics: Sequence[str], kernel_regex: str, child: Sequence[str],
     return found, [line for line in lines if not line.startswith('"')]
 
 
+def ncu_launches(rows: Sequence[tuple[str, str, float]], metrics: dict[str, str]) -> list[tuple[str, dict]]:
+    """ncu_metrics' rows regrouped by launch: [(kernel name, {key: value})],
+    in launch order, keys from metrics = {key: ncu metric name}. ncu prints
+    one row per (launch, metric) with a launch's rows together, so a new
+    launch starts where the kernel name changes or a metric comes again (the
+    same kernel launched twice in a row)."""
+    by_metric = {v: k for k, v in metrics.items()}
+    launches: list[tuple[str, dict]] = []
+    for kernel, metric, value in rows:
+        if not launches or launches[-1][0] != kernel or by_metric.get(metric) in launches[-1][1]:
+            launches.append((kernel, {}))
+        if metric in by_metric:
+            launches[-1][1][by_metric[metric]] = value
+    return launches
+
+
 def energy_fields(e: dict, *, nbytes: int | None = None, gflop: float | None = None) -> dict:
     """A record's energy fields from measure_energy's result: J per call,
     average power, seconds measured, and pJ per byte moved (nbytes per call)

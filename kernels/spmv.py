@@ -174,6 +174,12 @@ def power_law(n: int, mean_row: float, exponent: float = 2.0, seed: int = 0) -> 
 # --8<-- [end:generators]
 
 
+def csr_bytes(n_rows: int, n_cols: int, nnz: int) -> int:
+    """The least any CSR product y = A x moves: indptr, a value and an index
+    per nonzero, x read once and y written once (float32, int32)."""
+    return 4 * (n_rows + 1) + 8 * nnz + 4 * n_cols + 4 * n_rows
+
+
 def spmv_reference(indptr, indices, data, x) -> np.ndarray:
     """y = A x in float64 on the host (NumPy or CuPy inputs): every product
     rounded once to float64, summed per row by np.bincount."""

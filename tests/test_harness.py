@@ -150,6 +150,18 @@ def test_ncu_metrics_says_what_is_missing_or_failed(tmp_path, monkeypatch):
         harness.ncu_metrics(["m"], "k", ["c"], need="a test")
 
 
+def test_ncu_launches_split_the_rows_at_each_launch():
+    from kernels import harness
+
+    metrics = {"t": "gpu__time_duration.sum", "b": "dram__bytes.sum"}
+    rows = [("gemm", "gpu__time_duration.sum", 1.0), ("gemm", "dram__bytes.sum", 2.0),
+            ("gemm", "gpu__time_duration.sum", 3.0), ("gemm", "dram__bytes.sum", 4.0),  # the same kernel again
+            ("k", "other.metric", 9.0), ("k", "gpu__time_duration.sum", 5.0)]
+    assert harness.ncu_launches(rows, metrics) == [("gemm", {"t": 1.0, "b": 2.0}), ("gemm", {"t": 3.0, "b": 4.0}),
+                                                   ("k", {"t": 5.0})]
+    assert harness.ncu_launches([], metrics) == []
+
+
 def test_ncu_fields_turn_percentages_into_fractions_and_name_the_top_stall():
     measured = {"warps_active": 12.5, "issue_active": 80.0, "fma": 3.0, "duration_ns": 1e6, "err": 1e-7,
                 "stall_wait": 0.3, "stall_barrier": 0.9}

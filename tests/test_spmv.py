@@ -549,7 +549,7 @@ def _fake_data():
             recs.append(results.record(C.TOPIC, impl, step, [C.N, C.N, nnz], "float32", ms=ms, rel_err=1e-7,
                                        step=step, density=d, nnz=nnz, tflops=1.0, ratio=0.3 / ms,
                                        energy_j_per_call=e, energy_ratio_to_dense=e / 0.2,
-                                       dense_bytes=C.dense_bytes(C.N), csr_bytes=C.csr_bytes(C.N, nnz)))
+                                       dense_bytes=C.dense_bytes(C.N), csr_bytes=S.csr_bytes(C.N, C.N, nnz)))
     return {"records": recs, "topics": {B.TOPIC: {"env": env}, C.TOPIC: {"env": env}}}, recs
 
 

@@ -60,10 +60,13 @@ class DirectiveError(ValueError):
 def check_table(data: dict, topic: str, args: dict) -> None:
     """Fail on a filter that selects nothing, or a column or key no record has."""
     rows = results.select(data, topic)
-    keys = {k for r in rows for k in r} | {"n"} | {f"shape[{i}]" for r in rows for i in range(len(r["shape"]))}
+
+    def has(key):  # a field of some record, or one results._value derives from it (n, shape[i])
+        return any(key in r or results._value(r, key) is not None for r in rows)
+
     where = dict(w.split(":", 1) for w in args.get("where", "").split(",") if w)
     for key, want in where.items():
-        if key not in keys:
+        if not has(key):
             raise DirectiveError(f"where= names {key!r}, which no {topic} record has")
         values = {str(results._value(r, key)) for r in rows}
         unknown = [v for v in want.split("|") if v not in values]
@@ -80,7 +83,7 @@ def check_table(data: dict, topic: str, args: dict) -> None:
         if not any(results._value(r, c) is not None for r in chosen):
             raise DirectiveError(f"column {c!r} is empty in every selected {topic} record")
     order = args.get("order", "").lstrip("-")
-    if order and order not in keys:
+    if order and not has(order):
         raise DirectiveError(f"order={order}: no {topic} record has it")
 
 

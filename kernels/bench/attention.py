@@ -319,7 +319,7 @@ def launch_each() -> None:
     at.attention_fused_fp16(q16, k16, v16, out=out)
     checks.append(("fp16", cp.asnumpy(out)[:1, rows]))
     for name, got in checks:
-        err = float(np.linalg.norm(got - want) / np.linalg.norm(want))
+        err = harness.rel_err(got, want)
         if not err < 3e-3:
             raise RuntimeError(f"{name}: rel_err {err}")
 
@@ -337,16 +337,8 @@ def profile() -> dict:
     naive version's kernels summed."""
     rows, _ = harness.ncu_metrics(list(NCU_METRICS.values()), ".", ["kernels.bench.attention", "--launch-each"],
                                   need="attention reads Nsight Compute's DRAM counters")
-    by_metric = {v: k for k, v in NCU_METRICS.items()}
-    launches, cur = [], None
-    for kernel, metric, value in rows:  # one row per (launch, metric), a launch's metrics together
-        if cur is None or cur[0] != kernel or by_metric.get(metric) in cur[1]:
-            cur = (kernel, {})
-            launches.append(cur)
-        if metric in by_metric:
-            cur[1][by_metric[metric]] = value
     found: dict = {}
-    for kernel, m in launches:
+    for kernel, m in harness.ncu_launches(rows, NCU_METRICS):
         f = found.setdefault(kernel_step(kernel), {"kernels": 0, **{k: 0.0 for k in NCU_METRICS}})
         f["kernels"] += 1
         for key in NCU_METRICS:

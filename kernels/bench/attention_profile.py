@@ -64,7 +64,7 @@ def launch_each(n: int) -> None:
     import cupy as cp
     import numpy as np
 
-    from .. import attention as at
+    from .. import attention as at, harness
 
     rng = np.random.default_rng(0)
     host = [rng.standard_normal((BH, n, D), dtype=np.float32) for _ in range(3)]
@@ -86,7 +86,7 @@ def launch_each(n: int) -> None:
     at.attention_fused_fp16(q16, k16, v16, out=out)
     checks.append(("fp16", cp.asnumpy(out[0, rows]), want16))
     for name, got, ref in checks:
-        err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+        err = harness.rel_err(got, ref)
         if not err < 3e-3:
             raise RuntimeError(f"{name}: rel_err {err}")
         print(f"rel_err {name} {err!r}", flush=True)
@@ -109,16 +109,8 @@ def profile(n: int) -> dict:
     rows, lines = harness.ncu_metrics(list(METRICS.values()), "attention_|gemm|xmma|nvjet",
                                       ["kernels.bench.attention_profile", "--launch-each", str(n)],
                                       need="attention_profile reads Nsight Compute's counters")
-    by_metric = {v: k for k, v in METRICS.items()}
-    launches, cur = [], None
-    for kernel, metric, value in rows:  # one row per (launch, metric), a launch's metrics together
-        if cur is None or cur[0] != kernel or by_metric.get(metric) in cur[1]:
-            cur = (kernel, {})
-            launches.append(cur)
-        if metric in by_metric:
-            cur[1][by_metric[metric]] = value
     found: dict = {}
-    for kernel, m in launches:
+    for kernel, m in harness.ncu_launches(rows, METRICS):
         f = found.setdefault(kernel_step(kernel), {"kernels": 0, "ncu_ns": 0.0, "ffma": 0.0, "regs": 0.0,
                                                    **{k: 0.0 for k in SHARES}})
         f["kernels"] += 1

@@ -73,11 +73,6 @@ def make_matrix(family: str, n: int):
     raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
 
 
-def bytes_moved(n_rows: int, n_cols: int, nnz: int) -> int:
-    """indptr + indices + data + x (read once) + out: the least any kernel moves."""
-    return 4 * (n_rows + 1) + 8 * nnz + 4 * n_cols + 4 * n_rows
-
-
 def measure(quick: bool = False) -> list[dict]:
     import cupy as cp
 
@@ -104,7 +99,7 @@ def measure_matrix(family: str, n: int, min_seconds: float = 2.0) -> list[dict]:
     want = S.spmv_reference(ip, ix, dv, x_host)
     d_ip, d_ix, d_dv, x = (cp.asarray(a) for a in (ip, ix, dv, x_host))
     out = cp.empty(n, dtype=cp.float32)
-    nbytes = bytes_moved(n, n, nnz)
+    nbytes = S.csr_bytes(n, n, nnz)
     shape = [n, n, nnz]
     common = dict(family=family, nnz=nnz, mean_row=float(lengths.mean()), max_row=int(lengths.max()), bytes=nbytes)
     gflop = 2 * nnz / 1e9

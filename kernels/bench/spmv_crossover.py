@@ -57,11 +57,6 @@ def dense_bytes(n: int) -> int:
     return 4 * n * n + 4 * n + 4 * n
 
 
-def csr_bytes(n: int, nnz: int) -> int:
-    """CSR's least traffic: value + index per nonzero, indptr, x once, out."""
-    return 8 * nnz + 4 * (n + 1) + 4 * n + 4 * n
-
-
 def make_pair(n: int, density: float, seed: int):
     """(dense, indptr, indices, data) on the GPU: one random matrix of the
     given density, as a dense array and as CSR arrays (sorted columns)."""
@@ -102,7 +97,7 @@ def measure_density(n: int, density: float, x, seed: int, min_seconds: float = 2
     want = dense.astype(cp.float64) @ x.astype(cp.float64)
     shape = [n, n, nnz]
     gflop = 2 * nnz / 1e9
-    b_dense, b_csr = dense_bytes(n), csr_bytes(n, nnz)
+    b_dense, b_csr = dense_bytes(n), S.csr_bytes(n, n, nnz)
     common = dict(density=density, density_actual=nnz / n**2, nnz=nnz, dense_bytes=b_dense, csr_bytes=b_csr,
                   csr_bytes_per_nnz=b_csr / max(nnz, 1), dense_bytes_per_nnz=b_dense / max(nnz, 1),
                   dense_bytes_per_element=4.0)
