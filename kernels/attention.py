@@ -141,20 +141,11 @@ def fused_l2_bytes(bh: int, n: int, d: int, bm: int, in_bytes: int = 4, causal: 
 
 # ---------------------------------------------------------------- reference --
 
-def _xp(a):
-    """numpy, or cupy for a CuPy array (the reference then runs on the GPU)."""
-    if type(a).__module__.split(".")[0] == "cupy":
-        import cupy
-
-        return cupy
-    return np
-
-
 def attention_reference(q, k, v, causal: bool = False, rows=None):
     """float64 attention of q, k, v (any float dtype; (BH, N, d) or
     (B, H, N, d)), for the query rows `rows` (a slice; None: all). NumPy
     arrays in, NumPy out; CuPy in, CuPy out (float64 on the GPU)."""
-    xp = _xp(q)
+    xp = checks.array_module(q)
     q, k, v = (xp.asarray(a, dtype=xp.float64) for a in (q, k, v))
     n = q.shape[-2]
     rows = rows or slice(0, n)

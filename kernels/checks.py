@@ -15,6 +15,16 @@ def _kind(x) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
+def array_module(x):
+    """numpy, or cupy for a CuPy array (so that a reference built from CuPy
+    inputs runs on the GPU); cupy is imported only then."""
+    if type(x).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        return cupy
+    return np
+
+
 def require_cupy_array(name: str, x):
     """x must be a cupy.ndarray (device memory), not a host array."""
     import cupy as cp

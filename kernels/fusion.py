@@ -60,19 +60,10 @@ WARP_VPT = (4, 8, 16, 32)  # the softmax_warp_<VPT> kernels in fusion.cu
 
 # ----------------------------------------------------------- references --
 
-def _xp(a):
-    """NumPy, or CuPy for a CuPy array (a reference of 10^8 elements on the GPU)."""
-    if type(a).__module__.startswith("cupy"):
-        import cupy
-
-        return cupy
-    return np
-
-
 def bias_gelu_residual_reference(x, bias, residual):
     """gelu(x + bias) + residual in float64 (the tanh approximation, as the
     kernels compute it), on the host for NumPy input, on the GPU for CuPy."""
-    xp = _xp(x)
+    xp = checks.array_module(x)
     h = xp.asarray(x, dtype=xp.float64) + xp.asarray(bias, dtype=xp.float64)
     return 0.5 * h * (1.0 + xp.tanh(GELU_K0 * (h + GELU_K1 * h**3))) + xp.asarray(residual, dtype=xp.float64)
 
@@ -86,7 +77,7 @@ def gelu_erf_reference(h) -> np.ndarray:
 
 def softmax_reference(x):
     """Row softmax in float64, the maximum subtracted first (exp never overflows)."""
-    xp = _xp(x)
+    xp = checks.array_module(x)
     z = xp.asarray(x, dtype=xp.float64)
     z = z - z.max(axis=1, keepdims=True)
     e = xp.exp(z)
