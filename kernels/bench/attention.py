@@ -387,10 +387,11 @@ def measure(quick: bool = False) -> list[dict]:
     return records
 
 
-def _default_config(step: str):
+def _default_config(step: str, d: int = 128):
+    """The tile configuration `step` runs by default at head dimension d (None: a step without one)."""
     from .. import attention as at
 
-    return at.DEFAULT_CONFIG.get(step, {}).get(128)
+    return at.DEFAULT_CONFIG.get(step, {}).get(d)
 
 
 def rel_err_bound(record: dict) -> float:
@@ -422,7 +423,7 @@ def claims(data: dict) -> None:
     naive = {tuple(r["shape"]): r for r in rows if r["step"] == "naive" and not r["causal"]}
     for r in rows:
         if r["step"] in ("fp32_async", "fp16") and not r["causal"] and tuple(r["shape"]) in naive \
-                and r["shape"][1] >= 2048 and r.get("config") in (None, at_default(r)):
+                and r["shape"][1] >= 2048 and r.get("config") in (None, _default_config(r["step"], r["shape"][2])):
             share = r["energy_j_per_gflop"] / naive[tuple(r["shape"])]["energy_j_per_gflop"]
             assert (0.1 < share < 0.5) if r["step"] == "fp32_async" else share < 0.1, (r["id"], share)
     # HBM bytes: ncu agrees with the model; the naive version moves over a hundred times the fused one's
@@ -443,13 +444,6 @@ def claims(data: dict) -> None:
     assert not any(r["step"] == "naive" and r["shape"] == oom[0]["shape"] for r in rows)
     assert all(r["rel_err"] < (1e-3 if r["dtype"] == "float16" else 1e-5) for r in rows
                if r["impl"] != "torch")
-
-
-def at_default(r: dict):
-    """The default configuration of a record's step at its d (None for steps without one)."""
-    from .. import attention as at
-
-    return at.DEFAULT_CONFIG.get(r["step"], {}).get(r["shape"][2])
 
 
 # ---------------------------------------------------------------- plot, summary --
@@ -474,9 +468,7 @@ SERIES = (("naive", "naive: CuPy + cuBLAS, FP32", "tab:gray"),
 
 
 def _series(rows, step, d):
-    from .. import attention as at
-
-    want = at.DEFAULT_CONFIG.get(step, {}).get(d)
+    want = _default_config(step, d)
     return sorted((r["shape"][1], r["tflops"], r["energy_j_per_gflop"]) for r in rows
                   if r["step"] == step and r["shape"][2] == d and not r["causal"] and r["shape"][0] == BH
                   and r.get("config") == want)
