@@ -1,5 +1,8 @@
 # make serve  — build the site and serve it on http://127.0.0.1:8000
-# make test   — run every test: kernels, examples, every code block of every page
+# make test   — what a reader runs: every code block of every page, every example
+#               copied alone, every kernel at odd sizes and bad input, the results checks
+# make check  — make test and the slow proofs: planted faults in pages, examples and
+#               notebooks, notebooks through Jupyter, every architecture, the browser
 # make bench  — measure on the GPU; writes docs/assets/results/<gpu>.json and plots
 # make notebooks — rewrite docs/notebooks/ from examples/ (commit them)
 # make sanitize — compute-sanitizer memcheck, racecheck and synccheck over the CUDA C kernels
@@ -27,13 +30,17 @@ GPU_EXTRA ?= $(if $(DRIVER_CUDA),$(shell [ $(DRIVER_CUDA) -ge 12 ] && echo gpu),
 COMMA := ,
 EXTRAS := docs,test$(if $(GPU_EXTRA),$(COMMA)$(GPU_EXTRA))
 PYTEST_ARGS ?=
+# pytest-xdist spreads the tests over the cores (JOBS=auto: a worker per core;
+# the workers share the GPU); JOBS=0, or no xdist installed, runs one process.
+JOBS ?= auto
+XDIST = $$($(PY) -c 'import xdist' 2>/dev/null && echo "-n $(JOBS) --dist loadgroup")
 
-.PHONY: help serve build test bench sanitize profile clean notebooks
+.PHONY: help serve build test check bench sanitize profile clean notebooks
 
 export NO_MKDOCS_2_WARNING := 1
 
 help:
-	@sed -n '1,12p' Makefile
+	@sed -n '1,16p' Makefile
 
 $(VENV)/.installed: pyproject.toml
 	@echo "make: installing extras [$(EXTRAS)] (driver CUDA $(or $(DRIVER_CUDA),none); GPU extra: $(or $(GPU_EXTRA),none))"
@@ -52,8 +59,13 @@ build: notebooks
 notebooks: $(SETUP)
 	$(PY) docs/hooks/notebooks.py
 
+# On a GPU both write the test record, docs/assets/results/test-runs/<gpu>.json
+# (conftest.py), which the pages show; commit it.
 test: $(SETUP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	HANDBOOK_SUITE=test $(PY) -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
+
+check: $(SETUP)
+	HANDBOOK_SUITE=check $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 bench: $(SETUP)
 	$(PY) -m kernels.bench $(BENCH_ARGS)

@@ -11,6 +11,10 @@
   pytest-codeblocks (fences whose info string is exactly python, sh or
   bash; `<!--pytest-codeblocks:cont-->` continues the previous block;
   `<!--pytest.mark.gpu-->` before a block marks it).
+- On a GPU, a whole `make test` or `make check` writes the GPU test record
+  (tests/record.py), which the pages show.
+- Tests that build the site share one worker under pytest-xdist
+  (`--dist loadgroup`, group "site"), so the site is built once.
 """
 
 from __future__ import annotations
@@ -41,12 +45,64 @@ def pytest_report_header(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "built_site" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("site"))
     if has_gpu():
         return
     skip = pytest.mark.skip(reason=NEEDS_GPU)
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# ------------------------------------------------------ the GPU test record --
+SUITES = {"test": "not slow", "check": ""}  # HANDBOOK_SUITE (the Makefile) -> the -m it runs with
+_outcomes: dict[str, tuple[str, str]] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Each test's outcome (under xdist the workers' reports reach the controller)."""
+    prev = _outcomes.get(report.nodeid, ("passed", ""))
+    if report.failed:
+        _outcomes[report.nodeid] = ("failed", "")
+    elif report.skipped and prev[0] != "failed":
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _outcomes[report.nodeid] = ("skipped", reason.removeprefix("Skipped: "))
+    elif report.when == "call" and report.passed and prev[0] == "passed":
+        _outcomes[report.nodeid] = ("passed", "")
+
+
+def _whole_suite(config) -> str | None:
+    """The suite this run is, when it is a whole one: HANDBOOK_SUITE, its
+    marker expression, no -k, no test named, every test path."""
+    import os
+
+    suite = os.environ.get("HANDBOOK_SUITE")
+    if suite not in SUITES or (config.option.markexpr or "") != SUITES[suite] or config.option.keyword:
+        return None
+    if config.args and sorted(config.args) != sorted(config.getini("testpaths")):
+        return None
+    return suite
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import os
+
+    if hasattr(session.config, "workerinput") or not has_gpu() or os.environ.get("HANDBOOK_FORCE_CPU") == "1":
+        return
+    suite = _whole_suite(session.config)
+    if suite is None or session.shouldstop or exitstatus not in (0, 1) or not _outcomes:
+        return
+    from kernels.harness import env_stamp
+    from tests import record
+
+    env = env_stamp()
+    run = record.make_run(env, suite, list(session.config.invocation_params.args), _outcomes)
+    path = record.save(env["gpu_slug"], run)
+    t = run["totals"]
+    print(f"\nGPU test record: {path.relative_to(record.ROOT)} ({suite}: {t['passed']} passed, "
+          f"{t['failed']} failed, {t['skipped']} skipped)")
 
 
 def pytest_collect_file(file_path, parent):

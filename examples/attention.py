@@ -117,10 +117,14 @@ def attention_reference(q, k, v, causal=False, rows=None):
     return (p / p.sum(axis=-1, keepdims=True)) @ v
 
 
+# --8<-- [start:rel_err]
 def rel_err(got, want):
-    """||got - want|| / ||want||: NaN when got holds a NaN (an element no thread wrote)."""
+    """||got - want|| / ||want|| in float64 (||got|| when want is 0): NaN when
+    got holds a NaN, an element no thread wrote."""
     got = np.asarray(got, dtype=np.float64)
-    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+    den = np.linalg.norm(want)
+    return float(np.linalg.norm(got - want) / den if den else np.linalg.norm(got))
+# --8<-- [end:rel_err]
 
 
 def attention_inputs(bh, n, d, seed=0, scale=1.0):
@@ -367,6 +371,41 @@ def attention_fused_fp16(q, k, v, causal=False, out=None):
 # simulator runs it on a CPU too.
 
 # %%
+# --8<-- [start:overlaps]
+import numpy as np
+
+
+def byte_span(x):
+    """[lo, hi): the bytes array x's elements occupy, from its CUDA array
+    interface (CuPy, Numba device arrays) or its NumPy one (host arrays;
+    Numba's simulator, whose device arrays wrap NumPy arrays). Empty: (0, 0)."""
+    face = getattr(x, "__cuda_array_interface__", None)
+    if face is None:
+        face = x.__array_interface__
+    shape, itemsize = tuple(face["shape"]), np.dtype(face["typestr"]).itemsize
+    if any(s == 0 for s in shape):
+        return 0, 0
+    strides = face.get("strides")
+    if strides is None:  # C-contiguous
+        strides = [int(np.prod(shape[k + 1:], dtype=np.int64)) * itemsize for k in range(len(shape))]
+    lo = hi = face["data"][0]
+    for size, step in zip(shape, strides):
+        hi += max(step, 0) * (size - 1)
+        lo += min(step, 0) * (size - 1)  # a negative stride reaches below the first element
+    return lo, hi + itemsize
+
+
+def overlaps(a, b):
+    """Might arrays a and b share memory? True when the byte ranges their
+    elements span intersect: a bounds check, as cupy.may_share_memory (a[::2]
+    and a[1::2] overlap). Host and device pointers share one address space
+    (unified addressing), so spans of either kind compare."""
+    (a_lo, a_hi), (b_lo, b_hi) = byte_span(a), byte_span(b)
+    return a_lo < b_hi and b_lo < a_hi
+# --8<-- [end:overlaps]
+
+
+# %%
 # --8<-- [start:attention_numba]
 import math
 
@@ -437,19 +476,6 @@ def attention_rows_numba(q, k, v, out, scale, causal):
             out[h, row, e] = acc[e, t] / l
 
 
-def shares_bytes(a, b):
-    """Do two contiguous device arrays share a byte? (Their address ranges,
-    from the CUDA array interface; in the simulator, the NumPy one.)"""
-    def span(x):
-        face = getattr(x, "__cuda_array_interface__", None) or x.__array_interface__
-        return face["data"][0], face["data"][0] + x.size * x.dtype.itemsize
-
-    if a.size == 0 or b.size == 0:
-        return False
-    (a_lo, a_hi), (b_lo, b_hi) = span(a), span(b)
-    return a_lo < b_hi and b_lo < a_hi
-
-
 def attention_numba(q, k, v, causal=False, out=None):
     """The Numba kernel: q, k, v float32 Numba device arrays (BH, N, d),
     C-contiguous, d 64 or 128; out: the same (None: a new device array).
@@ -475,7 +501,7 @@ def attention_numba(q, k, v, causal=False, out=None):
     if out is None:
         out = cuda.device_array(q.shape, dtype=np.float32)
     for name, x in (("q", q), ("k", k), ("v", v)):
-        if shares_bytes(out, x):  # other blocks still read K and V (and their own Q rows) while O is written
+        if overlaps(out, x):  # other blocks still read K and V (and their own Q rows) while O is written
             raise ValueError(f"out must not overlap {name}: write the result to a new array")
     grid = ((n + NB_BR - 1) // NB_BR, bh)
     attention_rows_numba[grid, NB_BR](q, k, v, out, np.float32(1.0 / math.sqrt(d)), causal)
@@ -579,6 +605,7 @@ def check_attention_numba(cases=NB_SIM_CASES):
 import numpy as np
 
 
+# --8<-- [start:time_ms]
 def time_ms(fn, reps=10):
     """Mean time of one call over reps back-to-back calls, after a warm-up call (CUDA events)."""
     import cupy as cp
@@ -591,6 +618,7 @@ def time_ms(fn, reps=10):
     stop.record()
     stop.synchronize()
     return cp.cuda.get_elapsed_time(start, stop) / reps
+# --8<-- [end:time_ms]
 
 
 def time_attention(n, d, bh=16, causal=False):

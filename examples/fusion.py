@@ -109,10 +109,14 @@ def softmax_reference(x):
     return e / e.sum(axis=1, keepdims=True)
 
 
+# --8<-- [start:rel_err]
 def rel_err(got, want):
-    """||got - want|| / ||want||: NaN when got holds a NaN (an element no thread wrote)."""
+    """||got - want|| / ||want|| in float64 (||got|| when want is 0): NaN when
+    got holds a NaN, an element no thread wrote."""
     got = np.asarray(got, dtype=np.float64)
-    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+    den = np.linalg.norm(want)
+    return float(np.linalg.norm(got - want) / den if den else np.linalg.norm(got))
+# --8<-- [end:rel_err]
 
 
 TOL = 1e-5  # float32 arithmetic (tanhf, expf within a few ulp) against the same formula in float64
@@ -431,22 +435,38 @@ import numpy as np
 from numba import cuda
 
 
-def overlaps(a, b):
-    """Might device arrays a and b share a byte? True when the address ranges
-    their elements span intersect (from the CUDA array interface; in Numba's
-    simulator, whose device arrays wrap NumPy arrays, the NumPy one)."""
-    def span(v):  # [lo, hi): the first and one past the last byte of v
-        face = getattr(v, "__cuda_array_interface__", None) or v.__array_interface__
-        lo = hi = face["data"][0]
-        for size, step in zip(v.shape, v.strides):
-            hi += max(step, 0) * (size - 1)
-            lo += min(step, 0) * (size - 1)
-        return lo, hi + v.dtype.itemsize
+# --8<-- [start:overlaps]
+import numpy as np
 
-    if a.size == 0 or b.size == 0:
-        return False
-    (a_lo, a_hi), (b_lo, b_hi) = span(a), span(b)
+
+def byte_span(x):
+    """[lo, hi): the bytes array x's elements occupy, from its CUDA array
+    interface (CuPy, Numba device arrays) or its NumPy one (host arrays;
+    Numba's simulator, whose device arrays wrap NumPy arrays). Empty: (0, 0)."""
+    face = getattr(x, "__cuda_array_interface__", None)
+    if face is None:
+        face = x.__array_interface__
+    shape, itemsize = tuple(face["shape"]), np.dtype(face["typestr"]).itemsize
+    if any(s == 0 for s in shape):
+        return 0, 0
+    strides = face.get("strides")
+    if strides is None:  # C-contiguous
+        strides = [int(np.prod(shape[k + 1:], dtype=np.int64)) * itemsize for k in range(len(shape))]
+    lo = hi = face["data"][0]
+    for size, step in zip(shape, strides):
+        hi += max(step, 0) * (size - 1)
+        lo += min(step, 0) * (size - 1)  # a negative stride reaches below the first element
+    return lo, hi + itemsize
+
+
+def overlaps(a, b):
+    """Might arrays a and b share memory? True when the byte ranges their
+    elements span intersect: a bounds check, as cupy.may_share_memory (a[::2]
+    and a[1::2] overlap). Host and device pointers share one address space
+    (unified addressing), so spans of either kind compare."""
+    (a_lo, a_hi), (b_lo, b_hi) = byte_span(a), byte_span(b)
     return a_lo < b_hi and b_lo < a_hi
+# --8<-- [end:overlaps]
 
 
 def bias_gelu_residual_numba(x, bias, residual, out=None, *, block=(32, 8)):
@@ -606,6 +626,7 @@ def check_softmax_numba(shapes=((1, 1), (2, 5), (3, 70)), scales=(1.0, 1e4), thr
 import numpy as np
 
 
+# --8<-- [start:time_ms]
 def time_ms(fn, reps=10):
     """Mean time of one call over reps back-to-back calls, after a warm-up call (CUDA events)."""
     import cupy as cp
@@ -618,6 +639,7 @@ def time_ms(fn, reps=10):
     stop.record()
     stop.synchronize()
     return cp.cuda.get_elapsed_time(start, stop) / reps
+# --8<-- [end:time_ms]
 
 
 def time_fusion(N, elements=1 << 25):

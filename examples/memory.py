@@ -472,22 +472,35 @@ def copy_strided_numba_kernel(x, out, stride):
 
 # --8<-- [start:numba_copy]
 # --8<-- [start:overlaps]
-def overlaps(a, b):
-    """Might the device arrays a and b share memory? True when the address
-    ranges their elements span intersect (from the CUDA array interface; in
-    Numba's simulator, whose device arrays wrap NumPy arrays, the NumPy one).
-    A bounds check, as cupy.may_share_memory: a[::2] and a[1::2] overlap."""
-    def span(v):  # [lo, hi): the first and one past the last byte of v
-        face = getattr(v, "__cuda_array_interface__", None) or v.__array_interface__
-        lo = hi = face["data"][0]
-        for size, step in zip(v.shape, v.strides):
-            hi += max(step, 0) * (size - 1)
-            lo += min(step, 0) * (size - 1)  # a negative stride reaches below the first element
-        return lo, hi + v.dtype.itemsize
+import numpy as np
 
-    if a.size == 0 or b.size == 0:
-        return False
-    (a_lo, a_hi), (b_lo, b_hi) = span(a), span(b)
+
+def byte_span(x):
+    """[lo, hi): the bytes array x's elements occupy, from its CUDA array
+    interface (CuPy, Numba device arrays) or its NumPy one (host arrays;
+    Numba's simulator, whose device arrays wrap NumPy arrays). Empty: (0, 0)."""
+    face = getattr(x, "__cuda_array_interface__", None)
+    if face is None:
+        face = x.__array_interface__
+    shape, itemsize = tuple(face["shape"]), np.dtype(face["typestr"]).itemsize
+    if any(s == 0 for s in shape):
+        return 0, 0
+    strides = face.get("strides")
+    if strides is None:  # C-contiguous
+        strides = [int(np.prod(shape[k + 1:], dtype=np.int64)) * itemsize for k in range(len(shape))]
+    lo = hi = face["data"][0]
+    for size, step in zip(shape, strides):
+        hi += max(step, 0) * (size - 1)
+        lo += min(step, 0) * (size - 1)  # a negative stride reaches below the first element
+    return lo, hi + itemsize
+
+
+def overlaps(a, b):
+    """Might arrays a and b share memory? True when the byte ranges their
+    elements span intersect: a bounds check, as cupy.may_share_memory (a[::2]
+    and a[1::2] overlap). Host and device pointers share one address space
+    (unified addressing), so spans of either kind compare."""
+    (a_lo, a_hi), (b_lo, b_hi) = byte_span(a), byte_span(b)
     return a_lo < b_hi and b_lo < a_hi
 # --8<-- [end:overlaps]
 

@@ -231,12 +231,14 @@ def spmv_reference(indptr, indices, data, x):
     return np.bincount(rows, weights=terms, minlength=indptr.size - 1)
 
 
+# --8<-- [start:rel_err]
 def rel_err(got, want):
-    """||got - want|| / ||want|| (||got|| when want is 0): NaN when got holds a
-    NaN, an element no thread wrote."""
+    """||got - want|| / ||want|| in float64 (||got|| when want is 0): NaN when
+    got holds a NaN, an element no thread wrote."""
     got = np.asarray(got, dtype=np.float64)
     den = np.linalg.norm(want)
     return float(np.linalg.norm(got - want) / den if den else np.linalg.norm(got))
+# --8<-- [end:rel_err]
 
 
 def tolerance(indptr):
@@ -352,6 +354,41 @@ def spmv_cupy(indptr, indices, data, x, out=None, *, kernel="merge", lanes=None,
 # Numba's simulator has no shuffles, so both steps run on a CPU too.
 
 # %%
+# --8<-- [start:overlaps]
+import numpy as np
+
+
+def byte_span(x):
+    """[lo, hi): the bytes array x's elements occupy, from its CUDA array
+    interface (CuPy, Numba device arrays) or its NumPy one (host arrays;
+    Numba's simulator, whose device arrays wrap NumPy arrays). Empty: (0, 0)."""
+    face = getattr(x, "__cuda_array_interface__", None)
+    if face is None:
+        face = x.__array_interface__
+    shape, itemsize = tuple(face["shape"]), np.dtype(face["typestr"]).itemsize
+    if any(s == 0 for s in shape):
+        return 0, 0
+    strides = face.get("strides")
+    if strides is None:  # C-contiguous
+        strides = [int(np.prod(shape[k + 1:], dtype=np.int64)) * itemsize for k in range(len(shape))]
+    lo = hi = face["data"][0]
+    for size, step in zip(shape, strides):
+        hi += max(step, 0) * (size - 1)
+        lo += min(step, 0) * (size - 1)  # a negative stride reaches below the first element
+    return lo, hi + itemsize
+
+
+def overlaps(a, b):
+    """Might arrays a and b share memory? True when the byte ranges their
+    elements span intersect: a bounds check, as cupy.may_share_memory (a[::2]
+    and a[1::2] overlap). Host and device pointers share one address space
+    (unified addressing), so spans of either kind compare."""
+    (a_lo, a_hi), (b_lo, b_hi) = byte_span(a), byte_span(b)
+    return a_lo < b_hi and b_lo < a_hi
+# --8<-- [end:overlaps]
+
+
+# %%
 # --8<-- [start:spmv_numba]
 import math
 
@@ -399,19 +436,6 @@ def spmv_vector_numba(indptr, indices, data, x, out):
 NB_KERNELS = {"scalar": spmv_scalar_numba, "vector": spmv_vector_numba}
 
 
-def shares_bytes(a, b):
-    """Do two contiguous device arrays share a byte? (Their address ranges,
-    from the CUDA array interface; in the simulator, the NumPy one.)"""
-    def span(v):
-        face = getattr(v, "__cuda_array_interface__", None) or v.__array_interface__
-        return face["data"][0], face["data"][0] + v.size * v.dtype.itemsize
-
-    if a.size == 0 or b.size == 0:
-        return False
-    (a_lo, a_hi), (b_lo, b_hi) = span(a), span(b)
-    return a_lo < b_hi and b_lo < a_hi
-
-
 def spmv_numba(indptr, indices, data, x, out=None, *, kernel="vector"):
     """out = A x for Numba device arrays (CSR as in spmv: int32 indptr and
     indices, float32 data and x; A is (indptr.size - 1) x x.size)."""
@@ -435,7 +459,7 @@ def spmv_numba(indptr, indices, data, x, out=None, *, kernel="vector"):
     elif not hasattr(out, "copy_to_host") or out.dtype != np.float32 or out.shape != (n_rows,):
         raise ValueError(f"out must be a float32 Numba device array of n_rows = {n_rows} entries")
     for name, a in (("indptr", indptr), ("indices", indices), ("data", data), ("x", x)):
-        if shares_bytes(out, a):  # rows still read what other rows' threads would overwrite
+        if overlaps(out, a):  # rows still read what other rows' threads would overwrite
             raise ValueError(f"out must not overlap {name}: write the result to a new array")
     if n_rows:
         rows_per_block = NB_THREADS if kernel == "scalar" else NB_THREADS // 32
@@ -541,6 +565,7 @@ def check_csr_rejects():
 import numpy as np
 
 
+# --8<-- [start:time_ms]
 def time_ms(fn, reps=10):
     """Mean time of one call over reps back-to-back calls, after a warm-up call (CUDA events)."""
     import cupy as cp
@@ -553,6 +578,7 @@ def time_ms(fn, reps=10):
     stop.record()
     stop.synchronize()
     return cp.cuda.get_elapsed_time(start, stop) / reps
+# --8<-- [end:time_ms]
 
 
 def time_spmv(family, n, mean_row=16.0):

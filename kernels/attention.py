@@ -31,7 +31,8 @@ import re
 import numpy as np
 
 from . import checks
-from .device import CUDA_DIR, device_info, select_numba_target
+from .checks import overlaps  # the Numba wrappers below call it as the examples do
+from .device import CUDA_DIR, CudaBuild, device_info, select_numba_target
 
 select_numba_target()  # before the Numba section below imports numba
 
@@ -265,13 +266,19 @@ def nvrtc_source() -> str:
     return "#define ATTENTION_MMA_HELPERS\n" + helpers_text() + "\n" + CUDA_SOURCE.read_text()
 
 
+def cuda_builds(cc: tuple[int, int] = (9, 0)) -> list[CudaBuild]:
+    """How attention.cu is compiled: the helpers put in front of it."""
+    return [CudaBuild(CUDA_SOURCE.name, nvrtc_source())]
+
+
 @functools.cache
 def module(device_id: int = 0):
     """attention.cu's module for one device (NVRTC compiles it at the first
     get_function, for that device's architecture)."""
     import cupy as cp
 
-    return cp.RawModule(code=nvrtc_source(), options=("--std=c++17",))
+    (build,) = cuda_builds()
+    return cp.RawModule(code=build.code, options=build.options)
 
 
 @functools.cache
@@ -431,19 +438,6 @@ def attention_rows_numba(q, k, v, out, scale, causal):
             out[h, row, e] = acc[e, t] / l
 
 
-def shares_bytes(a, b):
-    """Do two contiguous device arrays share a byte? (Their address ranges,
-    from the CUDA array interface; in the simulator, the NumPy one.)"""
-    def span(x):
-        face = getattr(x, "__cuda_array_interface__", None) or x.__array_interface__
-        return face["data"][0], face["data"][0] + x.size * x.dtype.itemsize
-
-    if a.size == 0 or b.size == 0:
-        return False
-    (a_lo, a_hi), (b_lo, b_hi) = span(a), span(b)
-    return a_lo < b_hi and b_lo < a_hi
-
-
 def attention_numba(q, k, v, causal=False, out=None):
     """The Numba kernel: q, k, v float32 Numba device arrays (BH, N, d),
     C-contiguous, d 64 or 128; out: the same (None: a new device array).
@@ -469,7 +463,7 @@ def attention_numba(q, k, v, causal=False, out=None):
     if out is None:
         out = cuda.device_array(q.shape, dtype=np.float32)
     for name, x in (("q", q), ("k", k), ("v", v)):
-        if shares_bytes(out, x):  # other blocks still read K and V (and their own Q rows) while O is written
+        if overlaps(out, x):  # other blocks still read K and V (and their own Q rows) while O is written
             raise ValueError(f"out must not overlap {name}: write the result to a new array")
     grid = ((n + NB_BR - 1) // NB_BR, bh)
     attention_rows_numba[grid, NB_BR](q, k, v, out, np.float32(1.0 / math.sqrt(d)), causal)

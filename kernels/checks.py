@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .standalone import byte_span, overlaps  # noqa: F401  (one text: the examples carry a copy)
+
 
 def _kind(x) -> str:
     t = type(x)
@@ -146,44 +148,12 @@ def require_host_vector(name: str, x, dtype=np.float32):
     return x
 
 
-def byte_span(x) -> tuple[int, int]:
-    """The half-open address range [lo, hi) that array x's elements occupy,
-    from its CUDA array interface (CuPy, Numba device arrays) or its NumPy
-    array interface (host arrays; Numba's simulator, whose device arrays are
-    NumPy arrays). Under unified addressing host and device pointers share
-    one address space, so spans of either kind compare. Empty: (0, 0)."""
-    face = getattr(x, "__cuda_array_interface__", None)
-    if face is None:
-        face = x.__array_interface__
-    shape = tuple(face["shape"])
-    itemsize = np.dtype(face["typestr"]).itemsize
-    if any(s == 0 for s in shape):
-        return 0, 0
-    strides = face.get("strides")
-    if strides is None:  # C-contiguous
-        strides, step = [], itemsize
-        for s in reversed(shape):
-            strides.insert(0, step)
-            step *= s
-    lo = hi = face["data"][0]
-    for s, st in zip(shape, strides):
-        if st < 0:
-            lo += (s - 1) * st
-        else:
-            hi += (s - 1) * st
-    return lo, hi + itemsize
-
-
 def require_no_overlap(out_name: str, out, **inputs) -> None:
     """The output must share no byte with any input. The kernels declare
     their pointers __restrict__ and read inputs that other threads' writes
     would already have overwritten: an overlap gives a silently wrong answer.
     Raises ValueError naming the output and the input."""
-    lo, hi = byte_span(out)
     for name, x in inputs.items():
-        if x is None:
-            continue
-        xlo, xhi = byte_span(x)
-        if lo < xhi and xlo < hi:
+        if x is not None and overlaps(out, x):
             raise ValueError(f"{out_name} must not overlap {name}: they share memory, and the kernel "
                              f"reads {name} while it writes {out_name} (write the result to a new array)")

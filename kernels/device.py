@@ -6,6 +6,7 @@ neither CuPy nor Numba and never initialises either of them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import sys
@@ -65,9 +66,75 @@ def numba_simulator() -> bool:
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
 
 
+NVRTC_OPTIONS = ("--std=c++17",)  # what standalone.load_cuda gives NVRTC
+
+
+@dataclasses.dataclass(frozen=True)
+class CudaBuild:
+    """One compile of a kernels/cuda source, exactly as its wrapper makes it:
+    the text NVRTC is given and its options. NVRTC sees no folder, so the
+    text must hold whatever the file includes with quotes.
+
+    A kernels module whose sources compile otherwise than `plain_build`
+    (another text, other options) says so in `cuda_builds(cc)`, and its
+    wrappers compile through those builds; `all_cuda_builds` collects them,
+    and the tests compile each one with nvcc (CPU) and NVRTC (GPU)."""
+
+    source: str                       # the file's name in kernels/cuda
+    code: str                         # the text compiled
+    options: tuple[str, ...] = NVRTC_OPTIONS
+
+    def module(self):
+        """The CuPy RawModule, compiled once per process (NVRTC compiles at
+        its first get_function, for the current device)."""
+        return _raw_module(self.code, self.options)
+
+    def nvcc_flags(self, arch: str = "sm_90") -> list[str]:
+        """The same compile for nvcc: NVRTC's options, and a target (an
+        -arch in the options wins)."""
+        from .sass import arch_flag
+
+        named = [o.split("=", 1)[1] for o in self.options if o.startswith("-arch=")]
+        rest = [o for o in self.options if not o.startswith("-arch=")]
+        return [arch_flag(named[0] if named else arch), *rest]
+
+
+@functools.cache
+def _raw_module(code: str, options: tuple[str, ...]):
+    import cupy as cp
+
+    return cp.RawModule(code=code, options=options)
+
+
+@functools.cache
+def plain_build(source: str) -> CudaBuild:
+    """kernels/cuda/<source> as it is, with standalone.load_cuda's options."""
+    return CudaBuild(source, (CUDA_DIR / source).read_text())
+
+
+def all_cuda_builds(cc: tuple[int, int] = (9, 0)) -> list[CudaBuild]:
+    """Every compile of every kernels/cuda/*.cu for a GPU of compute
+    capability `cc`: each kernels module's `cuda_builds(cc)`, then
+    `plain_build` for every source no module claims."""
+    import importlib
+    import pkgutil
+
+    package = importlib.import_module(__package__)
+    builds: list[CudaBuild] = []
+    for info in pkgutil.iter_modules(package.__path__):
+        if not info.ispkg:
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            if callable(getattr(module, "cuda_builds", None)):
+                builds += module.cuda_builds(tuple(cc))
+    claimed = {b.source for b in builds}
+    return builds + [plain_build(p.name) for p in sorted(CUDA_DIR.glob("*.cu")) if p.name not in claimed]
+
+
+@functools.cache
 def cupy_module(source: str):
-    """kernels/cuda/<source> compiled once per process by CuPy's RawModule (NVRTC)."""
-    return standalone.load_cuda(source)
+    """kernels/cuda/<source> compiled once per process by CuPy's RawModule
+    (NVRTC), as standalone.load_cuda compiles it in the examples."""
+    return plain_build(source).module()
 
 
 # --8<-- [start:kernel_attributes]

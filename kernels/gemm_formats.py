@@ -26,6 +26,8 @@ import dataclasses
 
 import numpy as np
 
+from . import checks
+
 FORMATS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp16_acc16", "int8", "fp8_e4m3", "fp8_e5m2")
 EMULATED = ("fp8_e4m3", "fp8_e5m2")
 
@@ -166,6 +168,7 @@ def matmul(q: Operands, out=None):
         out = cp.empty((q.M, q.N), dtype=_C_DTYPE[c_type])
     if out.shape != (q.M, q.N) or out.dtype != np.dtype(_C_DTYPE[c_type]) or not out.flags.c_contiguous:
         raise ValueError(f"out must be a C-contiguous {_C_DTYPE[c_type]} array of shape {(q.M, q.N)}")
+    checks.require_no_overlap("out", out, A=q.A, B=q.B)  # cuBLAS would read what it has overwritten
     one, zero = np.array(1, scalar), np.array(0, scalar)
     handle = cp.cuda.device.get_cublas_handle()
     if q.fmt == "int8":  # cuBLAS's INT8 Tensor Core path wants the first operand transposed (TN)

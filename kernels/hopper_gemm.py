@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from . import checks
-from .device import device_info
+from .device import CudaBuild, device_info
 
 CUDA_SOURCE = Path(__file__).with_name("cuda") / "hopper_gemm.cu"
 
@@ -72,11 +72,15 @@ def _tensor_map_f16(ptr: int, rows: int, cols: int, row_bytes: int, box_rows: in
     return np.frombuffer(ctypes.string_at(tmap.getPtr(), 128), dtype=TMAP)[0]
 
 
+def cuda_builds(cc: tuple[int, int] = (9, 0)) -> list[CudaBuild]:
+    """How hopper_gemm.cu is compiled: for sm_90a (wgmma, setmaxnreg), whatever the GPU."""
+    return [CudaBuild(CUDA_SOURCE.name, CUDA_SOURCE.read_text(), ("-arch=sm_90a", "--std=c++17"))]
+
+
 @functools.cache
 def hg_module():
-    import cupy as cp
-
-    return cp.RawModule(code=CUDA_SOURCE.read_text(), options=("-arch=sm_90a", "--std=c++17"))
+    (build,) = cuda_builds()
+    return build.module()
 
 
 def hg_kernel(kernel: str):

@@ -169,18 +169,18 @@ def cuda_entry_points(source: str) -> list[str]:
     return _ENTRY.findall((CUDA_DIR / source).read_text())
 
 
-def all_cupy_kernels() -> list[tuple[str, object]]:
+def all_cupy_kernels(cc: tuple[int, int] = (9, 0)) -> list[tuple[str, object]]:
     """(name, compiled RawKernel) for every CuPy kernel of the project: each
-    extern "C" kernel of kernels/cuda/*.cu, and each template instantiation
-    the benches sweep (matmul's CONFIGS, tensor_cores' TC_CONFIGS, transpose's TUNING)."""
+    extern "C" kernel of kernels/cuda/*.cu, compiled as its wrapper compiles
+    it (device.all_cuda_builds), and each template instantiation the benches
+    sweep (matmul's CONFIGS, tensor_cores' TC_CONFIGS, transpose's TUNING)."""
     from . import matmul, tensor_cores, transpose
-    from .device import cupy_module
+    from .device import all_cuda_builds
 
     out = []
-    for src in sorted(p.name for p in CUDA_DIR.glob("*.cu")):
-        # the WMMA steps compile with the toolkit's headers (tensor_cores.wmma_include_dir)
-        mod = tensor_cores._wmma_module() if src == tensor_cores.WMMA_SOURCE.name else cupy_module(src)
-        out += [(f"{src[:-3]}/{name}", mod.get_function(name)) for name in cuda_entry_points(src)]
+    for build in all_cuda_builds(cc):
+        mod = build.module()
+        out += [(f"{build.source[:-3]}/{name}", mod.get_function(name)) for name in cuda_entry_points(build.source)]
     for cfg in matmul.CONFIGS:
         out.append((f"matmul/{matmul.config_name(cfg)}", matmul.warptiled_config_kernel(cfg)))
     for cfg in tensor_cores.TC_CONFIGS:

@@ -207,6 +207,60 @@ def restamp(data: dict, topic: str, sources: dict[str, str], reason: str) -> lis
     return changed
 
 
+# ------------------------------------------------------ topic declarations --
+
+def _literal(node, kernels_dir: Path):
+    """A module-level value as the bench modules write them: a literal, or a
+    dict literal that unpacks `**module.NAME` (a literal of kernels/<module>.py)."""
+    import ast
+
+    if isinstance(node, ast.Dict) and any(k is None for k in node.keys):
+        out = {}
+        for k, v in zip(node.keys, node.values):
+            if k is None:
+                if not (isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name)):
+                    raise ValueError(f"cannot read {ast.unparse(v)} without importing it")
+                out.update(_module_literals(kernels_dir / f"{v.value.id}.py", kernels_dir)[v.attr])
+            else:
+                out[ast.literal_eval(k)] = ast.literal_eval(v)
+        return out
+    return ast.literal_eval(node)
+
+
+def _module_literals(path: Path, kernels_dir: Path, names=None) -> dict:
+    import ast
+
+    out = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if names is None or name in names:
+                try:
+                    out[name] = _literal(node.value, kernels_dir)
+                except ValueError:
+                    if names is not None:
+                        raise
+    return out
+
+
+def declared_topics(kernels_dir: Path = KERNELS_DIR) -> dict[str, dict]:
+    """{topic: {"labels": LABELS, "words": WORDS, "order": ORDER}} of every
+    bench module that defines TOPIC, in the bench's order, read from their
+    source without importing them: the site builds from the `docs` extra
+    alone (no Numba, no CuPy). tests/test_results.py checks it against the
+    imported modules."""
+    found = []
+    for path in sorted((kernels_dir / "bench").glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        lits = _module_literals(path, kernels_dir, {"TOPIC", "LABELS", "WORDS", "ORDER"})
+        if "TOPIC" in lits:
+            found.append((lits.get("ORDER", 1000), lits["TOPIC"],
+                          {"labels": lits.get("LABELS", {}), "words": lits.get("WORDS", {}),
+                           "order": lits.get("ORDER", 1000)}))
+    return {topic: decl for _, topic, decl in sorted(found, key=lambda f: (f[0], f[1]))}
+
+
 def record_id(topic: str, impl: str, variant: str, shape, dtype: str) -> str:
     return f"{topic}/{impl}/{variant}/{'x'.join(str(s) for s in shape)}/{dtype}"
 
@@ -366,7 +420,7 @@ def _fmt(key: str, value) -> str:
         n = int(value)
         sup = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
         return f"2{str(n.bit_length() - 1).translate(sup)}" if n & (n - 1) == 0 else f"{n:,}"
-    if (_derived(key) or key == "energy_ratio_to_naive") and isinstance(value, float):
+    if (derived(key) or key == "energy_ratio_to_naive") and isinstance(value, float):
         return f"{value:.3f}"
     if key.endswith(("_bytes", "_bytes_model")) and key not in ("smem_bytes", "local_bytes") \
             and isinstance(value, (int, float)):
@@ -400,11 +454,11 @@ def select(data: dict, topic: str, where: dict | None = None) -> list[dict]:
     rows = sorted((r for r in data.get("records", []) if r["topic"] == topic),
                   key=lambda r: (r["impl"], r["variant"], r["shape"]))
     for key, want in (where or {}).items():
-        rows = [r for r in rows if str(_value(r, key)) in want.split("|")]
+        rows = [r for r in rows if str(value(r, key)) in want.split("|")]
     return rows
 
 
-def _value(r: dict, key: str):
+def value(r: dict, key: str):
     """A record's value for a table column or where= key: "n" is shape[0],
     "shape[i]" the shape's i-th entry (e.g. N of a (BH, N, d) attention)."""
     if key == "n":
@@ -424,12 +478,12 @@ def _value(r: dict, key: str):
 DERIVED = {"time_vs_": "ms", "energy_vs_": "energy_j_per_gflop", "speedup_vs_": "ms"}
 
 
-def _derived(key: str):
+def derived(key: str):
     return next(((p, f) for p, f in DERIVED.items() if key.startswith(p)), None)
 
 
 def _derive(data: dict, topic: str, r: dict, key: str):
-    prefix, field = _derived(key)
+    prefix, field = derived(key)
     variant = key[len(prefix):]
     base = next((b for b in data.get("records", []) if b["topic"] == topic and b["impl"] == r["impl"]
                  and b["variant"] == variant and b["shape"] == r["shape"]), None)
@@ -451,13 +505,13 @@ def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
         return ""
     if order:  # "-key": largest first
         key, sign = (order[1:], -1) if order.startswith("-") else (order, 1)
-        rows.sort(key=lambda r: (_value(r, key) is None, sign * (_value(r, key) or 0), r["shape"]))
+        rows.sort(key=lambda r: (value(r, key) is None, sign * (value(r, key) or 0), r["shape"]))
     head = dict(HEADERS[lang])
     head.update({k: v[lang == "en"] for k, v in (labels or {}).items()})
 
     def header(c):
-        if _derived(c) and c not in head:
-            prefix = _derived(c)[0]
+        if derived(c) and c not in head:
+            prefix = derived(c)[0]
             base = c[len(prefix):]
             if prefix == "speedup_vs_":
                 return f"加速比（相对 {base}）" if lang == "zh" else f"speed-up over {base}"
@@ -467,7 +521,7 @@ def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
     lines = ["| " + " | ".join(header(c) for c in columns) + " |",
              "|" + "|".join("---:" if c not in ("impl", "variant", "ref") else "---" for c in columns) + "|"]
     for r in rows:
-        values = [_derive(data, topic, r, c) if _derived(c) else _value(r, c) for c in columns]
+        values = [_derive(data, topic, r, c) if derived(c) else value(r, c) for c in columns]
         values = [" + ".join(words[c][w][lang == "en"] if w in words[c] else w for w in v.split(" + "))
                   if words and c in words and isinstance(v, str) else v for c, v in zip(columns, values)]
         lines.append("| " + " | ".join(_fmt(c, v) for c, v in zip(columns, values)) + " |")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import collections
 import functools
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -71,13 +73,65 @@ def arch_flag(arch: str) -> str:
     return f"-arch={arch}"
 
 
+CACHE = ROOT / "build" / "nvcc"  # nvcc's outputs and reports, by a hash of everything that made them
+QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+@functools.cache
+def nvcc_version() -> str:
+    return _run([tool("nvcc"), "--version"])
+
+
+def _closure(code: str, include_dir: Path | None) -> list[str]:
+    """The text and every file it includes with quotes from include_dir, recursively."""
+    texts, todo, seen = [code], [code], set()
+    while include_dir is not None and todo:
+        for name in QUOTED_INCLUDE.findall(todo.pop()):
+            path = include_dir / name
+            if name not in seen and path.is_file():
+                seen.add(name)
+                texts.append(path.read_text())
+                todo.append(texts[-1])
+    return texts
+
+
+def nvcc(code: str, flags: list[str], include_dir: Path | None = None, output: str = "cubin") -> tuple[int, str, bytes]:
+    """nvcc over `code` (a temporary k.cu; quoted includes found in
+    include_dir) with `flags`, making a .cubin ("cubin"), an object ("o") or
+    PTX ("ptx"): (return code, ptxas/nvcc report, output bytes). A successful
+    compile is kept under build/nvcc/, keyed by a hash of the text, every file
+    it includes with quotes, the flags and nvcc's version, so each source is
+    compiled once however many tests and processes ask for it."""
+    mode = {"cubin": "-cubin", "o": "-c", "ptx": "-ptx"}[output]
+    args = [*flags, mode] + ([f"-I{include_dir}"] if include_dir else [])
+    key = hashlib.sha256(json.dumps([nvcc_version(), args, _closure(code, include_dir)]).encode()).hexdigest()[:24]
+    out, log = CACHE / f"{key}.{output}", CACHE / f"{key}.log"
+    if out.is_file() and log.is_file():
+        return 0, log.read_text(), out.read_bytes()
+    with tempfile.TemporaryDirectory() as tmp:
+        src, made = Path(tmp) / "k.cu", Path(tmp) / f"k.{output}"
+        src.write_text(code)
+        proc = subprocess.run([tool("nvcc"), *args, "-o", str(made), str(src)], capture_output=True, text=True,
+                              timeout=900)
+        report = proc.stdout + proc.stderr
+        if proc.returncode != 0:
+            return proc.returncode, report, b""
+        data = made.read_bytes()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    for path, blob in ((out, data), (log, report.encode())):  # atomic: other processes may read it now
+        part = path.with_name(f"{path.name}.{os.getpid()}")
+        part.write_bytes(blob)
+        os.replace(part, path)
+    return 0, report, data
+
+
 @functools.cache
 def _cubin(src: str, flags: tuple[str, ...] = (), arch: str = ARCH) -> tuple[bytes, str]:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "k.cubin"
-        report = _run([tool("nvcc"), arch_flag(arch), "-std=c++17", "-cubin", "-Xptxas", "-v",
-                       *flags, "-o", str(out), str(CUDA / src)])
-        return out.read_bytes(), report
+    rc, report, cubin = nvcc((CUDA / src).read_text(), [arch_flag(arch), "-std=c++17", "-Xptxas", "-v", *flags],
+                             include_dir=CUDA)
+    if rc != 0:
+        raise RuntimeError(f"nvcc {src} failed:\n{report}")
+    return cubin, report
 
 
 def resources(src: str) -> dict[str, dict[str, int]]:

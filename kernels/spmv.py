@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from . import checks
+from .checks import overlaps  # the Numba wrappers below call it as the examples do
 from .device import cupy_module, select_numba_target
 
 select_numba_target()  # before the first import of numba (the Numba section below)
@@ -334,6 +335,7 @@ def cusparse_plan(A, x, out):
         raise TypeError("A, x and out must be float32")
     if x.shape != (A.shape[1],) or out.shape != (A.shape[0],):
         raise ValueError(f"need x of {A.shape[1]} and out of {A.shape[0]} entries, got {x.shape} and {out.shape}")
+    checks.require_no_overlap("out", out, x=x)  # cuSPARSE would read x where it has written out
     handle = device.get_cusparse_handle()
     desc_a, desc_x, desc_y = cs.SpMatDescriptor.create(A), cs.DnVecDescriptor.create(x), cs.DnVecDescriptor.create(out)
     alpha, beta = np.array(1.0, np.float32), np.array(0.0, np.float32)
@@ -425,19 +427,6 @@ def spmv_vector_numba(indptr, indices, data, x, out):
 NB_KERNELS = {"scalar": spmv_scalar_numba, "vector": spmv_vector_numba}
 
 
-def shares_bytes(a, b):
-    """Do two contiguous device arrays share a byte? (Their address ranges,
-    from the CUDA array interface; in the simulator, the NumPy one.)"""
-    def span(v):
-        face = getattr(v, "__cuda_array_interface__", None) or v.__array_interface__
-        return face["data"][0], face["data"][0] + v.size * v.dtype.itemsize
-
-    if a.size == 0 or b.size == 0:
-        return False
-    (a_lo, a_hi), (b_lo, b_hi) = span(a), span(b)
-    return a_lo < b_hi and b_lo < a_hi
-
-
 def spmv_numba(indptr, indices, data, x, out=None, *, kernel="vector"):
     """out = A x for Numba device arrays (CSR as in spmv: int32 indptr and
     indices, float32 data and x; A is (indptr.size - 1) x x.size)."""
@@ -461,7 +450,7 @@ def spmv_numba(indptr, indices, data, x, out=None, *, kernel="vector"):
     elif not hasattr(out, "copy_to_host") or out.dtype != np.float32 or out.shape != (n_rows,):
         raise ValueError(f"out must be a float32 Numba device array of n_rows = {n_rows} entries")
     for name, a in (("indptr", indptr), ("indices", indices), ("data", data), ("x", x)):
-        if shares_bytes(out, a):  # rows still read what other rows' threads would overwrite
+        if overlaps(out, a):  # rows still read what other rows' threads would overwrite
             raise ValueError(f"out must not overlap {name}: write the result to a new array")
     if n_rows:
         rows_per_block = NB_THREADS if kernel == "scalar" else NB_THREADS // 32

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from . import checks
-from .device import CUDA_DIR, cupy_module, device_info
+from .device import CUDA_DIR, CudaBuild, cupy_module, device_info, plain_build
 
 CUDA_SOURCE = CUDA_DIR / "tensor_cores.cu"  # steps 3-5 and the mma.sync ceiling
 WMMA_SOURCE = CUDA_DIR / "tensor_cores_wmma.cu"  # steps 1-2
@@ -135,11 +135,16 @@ def wmma_include_dir(environ=os.environ, which=shutil.which) -> Path:
 # --8<-- [end:wmma_include_dir]
 
 
+def cuda_builds(cc: tuple[int, int] = (9, 0)) -> list[CudaBuild]:
+    """How the two sources compile: tensor_cores.cu as it is; the WMMA steps
+    with the toolkit's include folder (wmma_include_dir)."""
+    return [plain_build(CUDA_SOURCE.name),
+            CudaBuild(WMMA_SOURCE.name, WMMA_SOURCE.read_text(), ("--std=c++17", f"-I{wmma_include_dir()}"))]
+
+
 @functools.cache
 def _wmma_module():
-    import cupy as cp
-
-    return cp.RawModule(code=WMMA_SOURCE.read_text(), options=("--std=c++17", f"-I{wmma_include_dir()}"))
+    return cuda_builds()[1].module()
 
 
 @functools.cache

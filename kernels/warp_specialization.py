@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from . import checks
-from .device import device_info, driver_blocks_per_sm, select_numba_target
+from .checks import overlaps  # the Numba wrappers below call it as the examples do
+from .device import CudaBuild, device_info, driver_blocks_per_sm, select_numba_target
 from .ws_primitives import compile_options
 
 select_numba_target()
@@ -40,13 +41,20 @@ def require_step(step: str, gpu: str, cc: tuple[int, int]) -> None:
                            f"{gpu} is {cc[0]}.{cc[1]}")
 
 
+def cuda_builds(cc: tuple[int, int] = (9, 0)) -> list[CudaBuild]:
+    """How warp_specialization.cu compiles for a GPU of compute capability cc:
+    sm_90a on 9.0 (setmaxnreg), the GPU's own target elsewhere (before 9.0
+    the file holds steps 1-4 alone)."""
+    return [CudaBuild(CUDA_SOURCE.name, CUDA_SOURCE.read_text(), compile_options(cc))]
+
+
 @functools.cache
 def ws_kernel(step: str, device_id: int = 0):
     import cupy as cp
 
-    # sm_90a on 9.0 (setmaxnreg), the GPU's own target elsewhere (before 9.0 the file holds steps 1-4 alone)
     with cp.cuda.Device(device_id):
-        mod = cp.RawModule(code=CUDA_SOURCE.read_text(), options=compile_options(device_info(device_id)["cc"]))
+        (build,) = cuda_builds(device_info(device_id)["cc"])
+        mod = cp.RawModule(code=build.code, options=build.options)
         return mod.get_function(step)
 
 
@@ -178,25 +186,6 @@ def ws_regbuf_numba(x, out, k, a, b):
 
 
 NB_STEPS = {"ws_sync_numba": ws_sync_numba, "ws_regbuf_numba": ws_regbuf_numba}
-
-
-def overlaps(a, b):
-    """Might the device arrays a and b share memory? True when the address
-    ranges their elements span intersect (from the CUDA array interface; in
-    Numba's simulator, whose device arrays wrap NumPy arrays, the NumPy one).
-    A bounds check, as cupy.may_share_memory: a[::2] and a[1::2] overlap."""
-    def span(v):  # [lo, hi): the first and one past the last byte of v
-        face = getattr(v, "__cuda_array_interface__", None) or v.__array_interface__
-        lo = hi = face["data"][0]
-        for size, step in zip(v.shape, v.strides):
-            hi += max(step, 0) * (size - 1)
-            lo += min(step, 0) * (size - 1)  # a negative stride reaches below the first element
-        return lo, hi + v.dtype.itemsize
-
-    if a.size == 0 or b.size == 0:
-        return False
-    (a_lo, a_hi), (b_lo, b_hi) = span(a), span(b)
-    return a_lo < b_hi and b_lo < a_hi
 
 
 def stream_numba(x, out, *, k: int, step: str = "ws_regbuf_numba", a: float = 0.999, b: float = 0.001,

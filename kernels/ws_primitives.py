@@ -36,7 +36,7 @@ import math
 import numpy as np
 
 from . import checks
-from .device import CUDA_DIR, device_info
+from .device import CUDA_DIR, CudaBuild, device_info
 
 CUDA_SOURCE = CUDA_DIR / "ws_primitives.cu"
 
@@ -108,11 +108,9 @@ def compile_options(cc: tuple[int, int]) -> tuple[str, ...]:
 
 
 @functools.cache
-def module(options: tuple[str, ...]):
-    """ws_primitives.cu compiled once per set of options by CuPy's RawModule (NVRTC)."""
-    import cupy as cp
-
-    return cp.RawModule(code=CUDA_SOURCE.read_text(), options=options)
+def cuda_builds(cc: tuple[int, int] = (9, 0)) -> list[CudaBuild]:
+    """How ws_primitives.cu compiles for a GPU of compute capability cc (compile_options)."""
+    return [CudaBuild(CUDA_SOURCE.name, CUDA_SOURCE.read_text(), compile_options(cc))]
 
 
 def kernel(name: str):
@@ -124,7 +122,8 @@ def kernel(name: str):
         raise ValueError(f"kernel must be one of {KERNELS}, got {name!r}")
     info = device_info(cp.cuda.Device().id)
     REQUIRE[NEEDS[name]](info["name"], info["cc"])
-    return module(compile_options(info["cc"])).get_function(name)
+    (build,) = cuda_builds(info["cc"])
+    return build.module().get_function(name)
 
 
 @functools.cache

@@ -8,7 +8,8 @@ Every function defined in a section that a page embeds gets two mutants:
   `+`→`-` (or `-`→`+`, `+=`→`-=`), then `*`→`+`, then a comparison
   `a < b`→`a < b - 1` (`>`: `+ 1`), then an int constant k→k+1.
   Prints and f-strings are never mutated. Where the first such site cannot
-  change the result, OVERRIDES names the text to mutate instead, and why.
+  change the result, an override names the text to mutate instead, and why
+  (`overrides()`: each chapter's MUTANT_OVERRIDES).
 
 tests/test_page_code.py runs the page's blocks with each mutant and
 requires them to fail.
@@ -20,79 +21,14 @@ import ast
 import re
 from dataclasses import dataclass
 
-# "file:section:function" -> (old, new, why): a wrong-result mutation given
-# by hand where the automatic one hits code whose result cannot be checked.
-OVERRIDES: dict[str, tuple[str, str, str]] = {
-    "kernels/cuda/warp_specialization.cu:ws_sync:ws_sync": (
-        "out4[base + q] = work(buf[q], a, b, k);", "out4[base + q] = work(buf[q], a, b, k + 1);",
-        "the first + is the load guard: loads past the end are never stored"),
-    "kernels/cuda/warp_specialization.cu:ws_cpasync:ws_cpasync": (
-        "[q] = work(ring[s][q], a, b, k);", "[q] = work(ring[s][q], a, b, k + 1);", "as ws_sync: a copy guard"),
-    "kernels/cuda/warp_specialization.cu:ws_pipeline:ws_pipeline": (
-        "[q] = work(ring[s][q], a, b, k);", "[q] = work(ring[s][q], a, b, k + 1);", "as ws_sync: a copy guard"),
-    "examples/ilp.py:fma_launcher:fma_chains_cupy": (
-        "get_function(kernel)((blocks,), (threads,)", "get_function(kernel)((blocks - 1,), (threads,)",
-        "its first comparison, held < 2048, cannot change on an SM that holds exactly 2048 threads; "
-        "one block too few leaves the last outputs unwritten"),
-    "examples/vector_add.py:numba_launch:add_with_numba": (
-        "(n + threads - 1) // threads", "n // threads",
-        "+ -> - in the rounding drops a block, which the bounds guard hides only when n is a multiple"),
-    "examples/vector_add.py:cupy_wrapper:vector_add_cupy": (
-        "(n + threads - 1) // threads", "n // threads", "as add_with_numba"),
-    "examples/vector_add.py:too_big_block:add_in_one_block": (
-        "np.int64(a.size)", "np.int64(a.size - 1)", "a second block of the grid is idled by the guard"),
-    "kernels/cuda/matmul.cu:tile_loaders:store_a_transposed": (
-        "As[(k + 0) * LDA + m] = reg[i].x;", "As[(k + 1) * LDA + m] = reg[i].x;", "k + 0 -> k - 0 is no change"),
-    "examples/divergence.py:seed_launch:seed_cupy": (
-        "(n + threads - 1) // threads", "n // threads", "+ -> - in the rounding only adds an idle block"),
-    "examples/divergence.py:cupy_launch:branch_cupy": (
-        "(n + threads - 1) // threads", "n // threads", "as seed_cupy"),
-    "examples/reduction.py:cupy_sum:reduce_sum_cupy": (
-        "(n + per_block - 1) // per_block", "n // per_block", "as seed_cupy"),
-    "examples/memory.py:numba_aos_soa:norm_aos_numba_kernel": (
-        "p[i, 1], p[i, 2]", "p[i, 1], p[i, 1]",
-        "the first - in the index sends block 0 below zero, which the simulator wraps onto the right points"),
-    "examples/memory.py:numba_aos_soa:norm_soa_numba_kernel": (
-        "p[1, i], p[2, i]", "p[1, i], p[1, i]", "as norm_aos_numba_kernel"),
-    "kernels/memory.py:numba_aos_soa:norm_aos_numba_kernel": (
-        "p[i, 1], p[i, 2]", "p[i, 1], p[i, 1]", "as above"),
-    "kernels/memory.py:numba_aos_soa:norm_soa_numba_kernel": (
-        "p[1, i], p[2, i]", "p[1, i], p[1, i]", "as above"),
-    "kernels/cuda/memory.cu:per_thread:per_thread": (
-        "blockDim.x * PER_THREAD + threadIdx.x", "blockDim.x + threadIdx.x",
-        "the first < is the load guard: one element read past the end is never stored"),
-    "examples/stencil.py:numba_kernels:conv_tiled_numba": (
-        "acc += w[i, j] * tile[ty + i, tx + j]", "acc -= w[i, j] * tile[ty + i, tx + j]",
-        "the first + is in the tile-load loop's start, which only re-writes a few halo cells"),
-    "kernels/stencil.py:numba_kernels:conv_tiled_numba": (
-        "acc += w[i, j] * tile[ty + i, tx + j]", "acc -= w[i, j] * tile[ty + i, tx + j]", "as above"),
-    "kernels/occupancy.py:device_limits:device_limits": (
-        'reserved_smem_per_block=a["ReservedSharedMemoryPerBlock"]', "reserved_smem_per_block=0",
-        "the first comparison is on the compute capability, which the H200 does not exercise"),
-    "kernels/occupancy.py:kernel_occupancy:kernel_occupancy": (
-        'a["regs"], threads', 'a["regs"] // 2, threads', "no arithmetic of its own: halve the registers"),
-    "examples/spmv.py:csr_matrices:uniform_random": (
-        "return random_csr(lengths, n, seed + 1)", "return random_csr(lengths, 2 * n, seed + 1)",
-        "seed + 1 -> seed - 1 is another valid matrix; a column past n_cols is not"),
-    "examples/spmv.py:csr_matrices:power_law": (
-        "return random_csr(lengths, n, seed + 1)", "return random_csr(lengths, 2 * n, seed + 1)", "as uniform_random"),
-    "examples/spmv.py:csr_matrices:edge_cases": (
-        "random_csr([9], 40, seed=5), 40)", "random_csr([9], 40, seed=5), 30)",
-        "its first constant, a row length, gives another valid matrix; columns past x's end do not"),
-    "examples/spmv.py:csr_rejects:check_csr_rejects": (
-        "(indptr, indices + 10, data)", "(indptr, indices, data)",
-        "indices + 10 -> - 10 is still out of range; a matrix no longer broken must be caught"),
-    "examples/fusion.py:fusion_numba:bias_gelu_residual_numba": (
-        "grid = (-(-N // block[0]), ", "grid = (N // block[0], ",
-        "its first // -> * only enlarges the grid, whose extra threads the bounds guard idles; "
-        "rounding the columns' blocks down leaves the last columns unwritten"),
-    "examples/fusion.py:fusion_numba_check:check_softmax_numba": (
-        "softmax_reference(x))", "softmax_reference(x) * 2)",
-        "its first * scales the logits, and softmax does not change when every logit moves together; "
-        "a wrong reference must fail the check"),
-    "kernels/device.py:kernel_attributes:driver_blocks_per_sm": (
-        "threads, dynamic_smem))", "threads, 0))", "no arithmetic of its own: drop the shared memory"),
-}
+def overrides() -> dict[str, tuple[str, str, str]]:
+    """"file:section:function" -> (old, new, why): a wrong-result mutation
+    given by hand where the automatic one hits code whose result cannot be
+    checked; each chapter declares its own (MUTANT_OVERRIDES in
+    tests/test_<topic>.py, found by tests/chapters.py)."""
+    from tests import chapters
+
+    return chapters.mutant_overrides()
 
 
 SEEDED = {"default_rng", "seed", "RandomState"}
@@ -239,8 +175,8 @@ def python_mutants(target: str, text: str) -> list[Mutant]:
             line, what = f"{indent}raise PlantedFault({f'{target}:{fn.name}'!r})\n", "raise at the top of the body"
         out.append(Mutant(target, fn.name, "raise", text[:at] + line + text[at:], what))
         key = f"{target}:{fn.name}"
-        if key in OVERRIDES:
-            old, new, _why = OVERRIDES[key]
+        if key in overrides():
+            old, new, _why = overrides()[key]
             a = _pos(starts, fn.lineno, 0)
             b = _pos(starts, fn.end_lineno, fn.end_col_offset)
             body = text[a:b]
@@ -333,8 +269,8 @@ def cuda_mutants(target: str, text: str) -> list[Mutant]:
         ret = " return; " if void else " return true; " if returns_bool else " return {}; "
         out.append(Mutant(target, name, "raise", text[:a + 1] + ret + text[a + 1:], "return at the top of the body"))
         key = f"{target}:{name}"
-        if key in OVERRIDES:
-            old, new, _why = OVERRIDES[key]
+        if key in overrides():
+            old, new, _why = overrides()[key]
             body = text[a:b]
             if body.count(old) != 1:
                 raise ValueError(f"override for {key}: {old!r} must occur once in the function")

@@ -301,3 +301,56 @@ def test_wrappers_refuse_bad_input():
     with pytest.raises(ValueError, match=r"got d=96"):
         y = cp.zeros((2, 8, 96), dtype=cp.float32)
         at.attention_naive(y, y, y)
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+# Wrong results planted in a copy of examples/attention.py: the example must exit
+# non-zero (tests/test_examples.py), and so must its notebook
+# (tests/test_notebooks.py). (file in the copy, old, new, impl: numba faults
+# run in the simulator on the CPU, cupy faults on the GPU)
+# the Numba kernel forgets to rescale a row's output when its maximum grows, or to mask keys past the
+# query; the cp.async kernel forgets the same rescale; the one-row kernel at d = 128 drops the half of
+# each dot product its partner thread holds; the FP16 kernel multiplies P by the wrong half of V's
+# fragments; the FP32 launch passes 1 / sqrt(d) where the kernels' base-2 softmax wants log2(e) / sqrt(d)
+EXAMPLE_FAULTS = [
+    ("attention.py", "acc[e, t] *= corr", "acc[e, t] *= 1.0", "numba"),
+    ("attention.py", "if col >= n or (causal and col > row):", "if col >= n:", "numba"),
+    ("attention.cu",
+     "for (int d = 0; d < TD; ++d) o[i][d] *= corr;",
+     "for (int d = 0; d < TD; ++d) o[i][d] *= 1.0f;",
+     "cupy"),
+    ("attention.cu", "if (TPR == 2) dot += __shfl_xor_sync", "if (TPR == 3) dot += __shfl_xor_sync", "cupy"),
+    ("attention.cu", "mma_16816(o[j + 1], p[kk], b[2], b[3]);", "mma_16816(o[j + 1], p[kk], b[0], b[1]);", "cupy"),
+    ("attention.py",
+     "np.float32(math.log2(math.e) / math.sqrt(d))  # the kernels' softmax",
+     "np.float32(1.0 / math.sqrt(d))  # the kernels' softmax",
+     "cupy"),
+]
+
+
+def overlap_cases() -> list:
+    """This chapter's wrappers that take an output: each must refuse one
+    that overlaps an input (tests/test_overlap.py)."""
+    from tests.overlap import cupy_case, numba_case, ex, SIDE, SIM
+
+    return [
+        # a block per 128 query rows: 8 x 8 blocks; 16-byte copies: views stay 16-byte aligned
+        cupy_case("examples/attention.attention_fused", shift=4,
+            call=lambda i, out: ex("attention.attention_fused")(i["q"], i["k"], i["v"], out=out),
+            inputs={name: (8, SIDE, 64) for name in "qkv"}, out_shape=(8, SIDE, 64)),
+        # a query row per thread, 32-thread blocks: a block per head (8 blocks) in the simulator
+        numba_case("examples/attention.attention_numba",
+            call=lambda i, out: ex("attention.attention_numba")(i["q"], i["k"], i["v"], False, out),
+            inputs={name: (8, 8, 64) if SIM else (8, SIDE, 64) for name in "qkv"},
+            out_shape=(8, 8, 64) if SIM else (8, SIDE, 64)),
+    ]
+
+
+# Functions taking an output that need no overlap case, and why.
+OVERLAP_EXEMPT = {
+    "attention_fused_fp16": "examples/attention.py: float16 q, k, v and a float32 out, which the cases' one buffer of one dtype cannot hold; its out goes through check_qkv, as attention_fused's does",
+    "check_qkv": "examples/attention.py: the argument check attention_fused and attention_fused_fp16 call",
+    "run_kernel": "examples/attention.py: the checks' dispatch to attention_naive (no out), attention_fused and attention_fused_fp16, which check out",
+}

@@ -27,7 +27,8 @@ from tests import pages as P
 pytest.importorskip("mkdocs", reason="site tooling not installed (the browser tests run on the CPU side)")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (pip install playwright)")
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH (apt install chromium)")
+pytestmark = [pytest.mark.slow,  # make check
+              pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH (apt install chromium)")]
 
 
 @pytest.fixture(scope="module")

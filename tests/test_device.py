@@ -33,3 +33,15 @@ def test_gpu_machine_uses_hardware():
 
     assert cuda.is_available()
     assert not numba_simulator()
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+# A page's planted fault given by hand, where the automatic wrong-result
+# mutation hits code whose result cannot be checked (tests/mutants.py):
+# "file:section:function" -> (old, new, why). An unused one fails.
+MUTANT_OVERRIDES = {
+    "kernels/device.py:kernel_attributes:driver_blocks_per_sm": (
+        "threads, dynamic_smem))", "threads, 0))", "no arithmetic of its own: drop the shared memory"),
+}

@@ -91,3 +91,51 @@ def test_committed_listings_are_current():
     for name, make in found.items():
         path = sass.LISTINGS / name
         assert path.read_text() == make(), f"run python -m kernels.bench.listings ({name})"
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+# Wrong results planted in a copy of examples/divergence.py: the example must exit
+# non-zero (tests/test_examples.py), and so must its notebook
+# (tests/test_notebooks.py). (file in the copy, old, new, impl: numba faults
+# run in the simulator on the CPU, cupy faults on the GPU)
+EXAMPLE_FAULTS = [
+    ("divergence.py", "v = v * float32(1.001) - float32(0.001)", "v = v * float32(1.001) + float32(0.001)", "numba"),
+    ("divergence.cu",
+     "for (int k = 0; k < iters; ++k) v = fmaf(v, 1.001f, -0.001f);",
+     "for (int k = 0; k < iters; ++k) v = fmaf(v, 1.001f, 0.001f);",
+     "cupy"),
+]
+
+# A page's planted fault given by hand, where the automatic wrong-result
+# mutation hits code whose result cannot be checked (tests/mutants.py):
+# "file:section:function" -> (old, new, why). An unused one fails.
+MUTANT_OVERRIDES = {
+    "examples/divergence.py:seed_launch:seed_cupy": (
+        "(n + threads - 1) // threads", "n // threads", "+ -> - in the rounding only adds an idle block"),
+    "examples/divergence.py:cupy_launch:branch_cupy": (
+        "(n + threads - 1) // threads", "n // threads", "as seed_cupy"),
+}
+
+
+def overlap_cases() -> list:
+    """This chapter's wrappers that take an output: each must refuse one
+    that overlaps an input (tests/test_overlap.py)."""
+    from kernels import divergence as dv
+    from tests.overlap import cupy_case, numba_case, ex, N, N1
+
+    return [
+        cupy_case("branch_cupy", call=lambda i, out: dv.branch_cupy(i["x"], out, split=16, iters=8),
+            inputs={"x": (N,)}, out_shape=(N,)),
+        cupy_case("examples/divergence.branch_cupy", call=lambda i, out: ex("divergence.branch_cupy")(i["x"], out, 16, 8),
+            inputs={"x": (N,)}, out_shape=(N,)),
+        numba_case("branch_numba", call=lambda i, out: dv.branch_numba(i["x"], out, split=16, iters=4, threads=32),
+            inputs={"x": (N1,)}, out_shape=(N1,)),
+    ]
+
+
+# Functions taking an output that need no overlap case, and why.
+OVERLAP_EXEMPT = {
+    "seed_cupy": "in place by design: data is the input and the output",
+}

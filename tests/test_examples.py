@@ -6,7 +6,8 @@
   that raises is put beside it, so an example reaching for this repository's
   package fails instead of finding the editable install.
 - It imports nothing but the standard library, NumPy, CuPy, Numba and NVML.
-- A wrong kernel planted in the copy (FAULTS) makes it exit non-zero.
+- A wrong kernel planted in the copy (FAULTS, declared beside each chapter
+  in tests/test_<topic>.py) makes it exit non-zero (`make check`).
 - The sections it shares with the library are the library's text
   (tests/sync.py; `python -m tests.sync` rewrites them).
 """
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import sync
+from tests import chapters, sync
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
@@ -33,90 +34,9 @@ POISON = 'raise ImportError("an example must run without this repository\'s kern
 
 # example -> [(file in the copy, old, new, impl)]: a wrong result planted in
 # the copy; the example must exit non-zero. Numba faults run in the
-# simulator on the CPU, CUDA C faults on the GPU.
-FAULTS = {
-    "vector_add.py": [("vector_add.py", "out[i] = a[i] + b[i]", "out[i] = a[i] - b[i]", "numba"),
-                      ("vector_add.cu", "out[i] = a[i] + b[i];", "out[i] = a[i] * b[i];", "cupy")],
-    # the Numba kernels never write the last column; the tiled CUDA C kernel neither
-    "matmul.py": [("matmul.py", "acc += A[row, k] * B[k, col]", "acc -= A[row, k] * B[k, col]", "numba"),
-                  ("matmul.cu", "for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];",
-                   "for (int k = 0; k < K; ++k) acc -= A[row * K + k] * B[k * N + col];", "cupy"),
-                  ("matmul.py", "blocks = ((N - 1) // bn + 1, (M - 1) // bm + 1)",
-                   "blocks = ((N - 1) // bn, (M - 1) // bm + 1)", "cupy")],
-    "ilp.py": [("ilp.cu", "for (int k = 0; k < K; ++k) s += acc[k];", "for (int k = 0; k < K; ++k) s -= acc[k];",
-                "cupy")],
-    "divergence.py": [("divergence.py", "v = v * float32(1.001) - float32(0.001)",
-                       "v = v * float32(1.001) + float32(0.001)", "numba"),
-                      ("divergence.cu", "for (int k = 0; k < iters; ++k) v = fmaf(v, 1.001f, -0.001f);",
-                       "for (int k = 0; k < iters; ++k) v = fmaf(v, 1.001f, 0.001f);", "cupy")],
-    "reduction.py": [("reduction.py", "for i in range(cuda.grid(1), n, cuda.gridsize(1)):",
-                      "for i in range(cuda.grid(1), n - 1, cuda.gridsize(1)):", "numba"),
-                     ("reduction.cu", "v += x[i];", "v -= x[i];", "cupy")],
-    "memory.py": [("memory.py", "v[k] = x[i * stride]  # a warp reads", "v[k] = x[i * stride] + 1.0  # a warp reads",
-                   "numba"),
-                  ("memory.cu", "return 2.0f * p[i];", "return 3.0f * p[i];", "cupy")],
-    "transpose.py": [("transpose.py", "out[r, c] = tile[tx, ty]  # a column", "out[r, c] = tile[ty, tx]  # a column",
-                      "numba"),
-                     ("transpose.cu", "out[c * rows + r] = in[r * cols + c];",
-                      "out[c * rows + r] = in[r * cols + c] + 1.0f;", "cupy")],
-    "host_transfer.py": [("host_transfer.py", "v = v * float32(0.5) + xi", "v = v * float32(0.5) - xi", "numba"),
-                         ("host_transfer.cu", "v = fmaf(v, 0.5f, xi);", "v = fmaf(v, 0.5f, -xi);", "cupy")],
-    # the calculator forgets the 1 KB the driver reserves per block; the
-    # driver check is handed half a kernel's registers
-    "occupancy.py": [("occupancy.py", "smem = round_up(static_smem + dynamic_smem + L.reserved_smem_per_block, L.smem_alloc_unit)",
-                      "smem = round_up(static_smem + dynamic_smem, L.smem_alloc_unit)", "numba"),
-                     ("occupancy.py", '"regs": int(kern.num_regs),', '"regs": int(kern.num_regs) // 2,', "cupy")],
-    # steps 4 and 5 read slice 0 of A for every slice; the launcher drops the last row of blocks;
-    # the INT8 layer forgets the activations' scale
-    "tensor_cores.py": [("tensor_cores.cu", "in ? a_src[i] + k0 : A", "in ? a_src[i] : A", "cupy"),
-                        ("tensor_cores.py", "(M + bm - 1) // bm), (threads,)", "M // bm), (threads,)", "cupy"),
-                        ("tensor_cores.py", "return C.astype(cp.float64) * sx * sw[None, :]",
-                         "return C.astype(cp.float64) * sw[None, :]", "cupy")],
-    # the Numba step reads its tile one off; the CUDA C steps add -b; the GEMM swaps a pair of columns
-    "warp_specialization.py": [("warp_specialization.py", "buf[q + e] = x[base + q + e]",
-                                "buf[q + e] = x[base + q + e] + float32(1.0)", "numba"),
-                               ("warp_specialization.cu", "v.x = fmaf(v.x, a, b);", "v.x = fmaf(v.x, a, -b);", "cupy"),
-                               ("hopper_gemm.cu", "make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1])",
-                                "make_float2(d[4 * j + 2 * h + 1], d[4 * j + 2 * h])", "cupy")],
-    # the Numba vector step drops each row's last nonzero; the merge path's fix-up overwrites a row cut between
-    # tiles instead of adding to it; the subwarp kernel sums half its lanes; the launcher drops the last block
-    "spmv.py": [("spmv.py", "for k in range(indptr[row] + lane, indptr[row + 1], 32):",
-                 "for k in range(indptr[row] + lane, indptr[row + 1] - 1, 32):", "numba"),
-                ("spmv.cu", "if (c.x >= 0 && c.y != 0) atomicAdd(&out[c.x], __int_as_float(c.y));",
-                 "if (c.x >= 0 && c.y != 0) atomicExch(&out[c.x], __int_as_float(c.y));", "cupy"),
-                ("spmv.cu", "for (int off = L / 2; off > 0; off >>= 1) acc += __shfl_down_sync(FULL_MASK, acc, off, L);",
-                 "for (int off = L / 4; off > 0; off >>= 1) acc += __shfl_down_sync(FULL_MASK, acc, off, L);", "cupy"),
-                ("spmv.py", "(-(-n_rows * per_row // THREADS),)", "(n_rows * per_row // THREADS,)", "cupy")],
-    # the Numba GELU subtracts the residual; the Numba softmax's block "max" is a min (softmax ignores the
-    # shift: only idle threads' -inf and logits near 1e4, whose exp overflows, expose it); the CUDA C GELU
-    # flips the cubic term; the online softmax forgets to rescale its running sum; the launcher takes the
-    # float4 kernel when N % 4 != 0
-    "fusion.py": [("fusion.py", "+ residual[r, c]", "- residual[r, c]", "numba"),
-                  ("fusion.py", "red[t] = max(red[t], red[t + s])", "red[t] = min(red[t], red[t + s])", "numba"),
-                  ("fusion.cu", "return 0.5f * h * (1.0f + tanhf(k0 * (h + k1 * h * h * h)));",
-                   "return 0.5f * h * (1.0f + tanhf(k0 * (h - k1 * h * h * h)));", "cupy"),
-                  ("fusion.cu", "s = s * expf(m - mx) + (expf(v0 - mx) + expf(v1 - mx)) + (expf(v2 - mx) + expf(v3 - mx));",
-                   "s = s + (expf(v0 - mx) + expf(v1 - mx)) + (expf(v2 - mx) + expf(v3 - mx));", "cupy"),
-                  ("fusion.py", "vec = N % 4 == 0 and all(", "vec = all(", "cupy")],
-    # the Numba kernel forgets to rescale a row's output when its maximum grows, or to mask keys past the
-    # query; the cp.async kernel forgets the same rescale; the one-row kernel at d = 128 drops the half of
-    # each dot product its partner thread holds; the FP16 kernel multiplies P by the wrong half of V's
-    # fragments; the FP32 launch passes 1 / sqrt(d) where the kernels' base-2 softmax wants log2(e) / sqrt(d)
-    "attention.py": [("attention.py", "acc[e, t] *= corr", "acc[e, t] *= 1.0", "numba"),
-                     ("attention.py", "if col >= n or (causal and col > row):", "if col >= n:", "numba"),
-                     ("attention.cu", "for (int d = 0; d < TD; ++d) o[i][d] *= corr;",
-                      "for (int d = 0; d < TD; ++d) o[i][d] *= 1.0f;", "cupy"),
-                     ("attention.cu", "if (TPR == 2) dot += __shfl_xor_sync", "if (TPR == 3) dot += __shfl_xor_sync",
-                      "cupy"),
-                     ("attention.cu", "mma_16816(o[j + 1], p[kk], b[2], b[3]);",
-                      "mma_16816(o[j + 1], p[kk], b[0], b[1]);", "cupy"),
-                     ("attention.py", "np.float32(math.log2(math.e) / math.sqrt(d))  # the kernels' softmax",
-                      "np.float32(1.0 / math.sqrt(d))  # the kernels' softmax", "cupy")],
-    "stencil.py": [("stencil.py", "if row < H and col < W:", "if row < H and col < W - 1:", "numba"),
-                   ("stencil.cu", "if (y < H && x < W) {", "if (y < H && x < W - 1) {", "cupy"),
-                   ("stencil.cu", "acc += w[(dy + R) * KW + dx + R] * pixel(in, H, W, y + dy, x + dx);",
-                    "acc -= w[(dy + R) * KW + dx + R] * pixel(in, H, W, y + dy, x + dx);", "cupy")],
-}
+# simulator on the CPU, CUDA C faults on the GPU. Each chapter declares its
+# own in tests/test_<topic>.py (tests/chapters.py finds them).
+FAULTS = chapters.example_faults()
 
 
 def cu_files(example: Path) -> list[str]:
@@ -234,6 +154,7 @@ def test_every_example_has_planted_faults():
         assert "cupy" in impls, f"{ex}: no planted fault in its CUDA C path"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example,file,old,new,impl", fault_params())
 def test_example_exits_nonzero_on_a_planted_fault(example, file, old, new, impl, tmp_path):
     script = copy_alone(ROOT / "examples" / example, tmp_path)

@@ -433,3 +433,73 @@ def test_cupy_wrappers_refuse_bad_input():
     empty = cp.empty((0, 5), cp.float32)
     assert F.softmax_rows(empty).shape == (0, 5)
     assert F.bias_gelu_residual(empty, cp.zeros(5, cp.float32), empty, variant="cuda_c").shape == (0, 5)
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+# Wrong results planted in a copy of examples/fusion.py: the example must exit
+# non-zero (tests/test_examples.py), and so must its notebook
+# (tests/test_notebooks.py). (file in the copy, old, new, impl: numba faults
+# run in the simulator on the CPU, cupy faults on the GPU)
+# the Numba GELU subtracts the residual; the Numba softmax's block "max" is a min (softmax ignores the
+# shift: only idle threads' -inf and logits near 1e4, whose exp overflows, expose it); the CUDA C GELU
+# flips the cubic term; the online softmax forgets to rescale its running sum; the launcher takes the
+# float4 kernel when N % 4 != 0
+EXAMPLE_FAULTS = [
+    ("fusion.py", "+ residual[r, c]", "- residual[r, c]", "numba"),
+    ("fusion.py", "red[t] = max(red[t], red[t + s])", "red[t] = min(red[t], red[t + s])", "numba"),
+    ("fusion.cu",
+     "return 0.5f * h * (1.0f + tanhf(k0 * (h + k1 * h * h * h)));",
+     "return 0.5f * h * (1.0f + tanhf(k0 * (h - k1 * h * h * h)));",
+     "cupy"),
+    ("fusion.cu",
+     "s = s * expf(m - mx) + (expf(v0 - mx) + expf(v1 - mx)) + (expf(v2 - mx) + expf(v3 - mx));",
+     "s = s + (expf(v0 - mx) + expf(v1 - mx)) + (expf(v2 - mx) + expf(v3 - mx));",
+     "cupy"),
+    ("fusion.py", "vec = N % 4 == 0 and all(", "vec = all(", "cupy"),
+]
+
+# A page's planted fault given by hand, where the automatic wrong-result
+# mutation hits code whose result cannot be checked (tests/mutants.py):
+# "file:section:function" -> (old, new, why). An unused one fails.
+MUTANT_OVERRIDES = {
+    "examples/fusion.py:fusion_numba:bias_gelu_residual_numba": (
+        "grid = (-(-N // block[0]), ", "grid = (N // block[0], ",
+        "its first // -> * only enlarges the grid, whose extra threads the bounds guard idles; "
+        "rounding the columns' blocks down leaves the last columns unwritten"),
+    "examples/fusion.py:fusion_numba_check:check_softmax_numba": (
+        "softmax_reference(x))", "softmax_reference(x) * 2)",
+        "its first * scales the logits, and softmax does not change when every logit moves together; "
+        "a wrong reference must fail the check"),
+}
+
+
+def overlap_cases() -> list:
+    """This chapter's wrappers that take an output: each must refuse one
+    that overlaps an input (tests/test_overlap.py)."""
+    from tests.overlap import cupy_case, numba_case, ex, SIDE, SIM, SQ, SQ_NUMBA, WIDE
+
+    return [
+        cupy_case("examples/fusion.bias_gelu_residual",
+            call=lambda i, out: ex("fusion.bias_gelu_residual")(i["x"], i["bias"], i["residual"], out),
+            inputs={"x": SQ, "bias": (SIDE,), "residual": SQ}, out_shape=SQ),
+        cupy_case("examples/fusion.softmax_rows", call=lambda i, out: ex("fusion.softmax_rows")(i["x"], out),
+            inputs={"x": SQ}, out_shape=SQ),
+        # blocks of 32 x 2 threads: 2 x 8 blocks in the simulator
+        numba_case("examples/fusion.bias_gelu_residual_numba",
+            call=lambda i, out: ex("fusion.bias_gelu_residual_numba")(i["x"], i["bias"], i["residual"], out,
+                                                                    block=(32, 2)),
+            inputs={"x": WIDE, "bias": (WIDE[1],), "residual": WIDE}, out_shape=WIDE),
+        numba_case("examples/fusion.softmax_rows_numba",  # a block per row: 8 blocks in the simulator
+            call=lambda i, out: ex("fusion.softmax_rows_numba")(i["x"], out, threads=32),
+            inputs={"x": (8, 40) if SIM else SQ_NUMBA}, out_shape=(8, 40) if SIM else SQ_NUMBA),
+    ]
+
+
+# Functions taking an output that need no overlap case, and why.
+OVERLAP_EXEMPT = {
+    "gelu_cuda_launch": "the launch bias_gelu_residual makes after checking out against x, bias and residual",
+    "bias_gelu_residual_steps": "examples/fusion.py: the unfused chain as usually written (CuPy operators); bias_gelu_residual checks out before it calls this",
+    "softmax_steps": "examples/fusion.py: the unfused softmax as usually written (CuPy operators); softmax_rows checks out before it calls this",
+}

@@ -123,3 +123,19 @@ def test_the_calibrated_int8_layer_saturates_beyond_its_calibration():
     R = gf.dequantize(q, gf.matmul(q))
     Xs = cp.minimum(X, float(calib.max()))  # what the saturated operand stands for, roughly
     assert float(cp.linalg.norm(R - Xs @ W) / cp.linalg.norm(Xs @ W)) < 3e-2
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+
+def overlap_cases() -> list:
+    """This chapter's wrappers that take an output: each must refuse one
+    that overlaps an input (tests/test_overlap.py)."""
+    from tests.overlap import SIDE, cupy_case
+
+    def fp32_matmul(i, out):  # cublasGemmEx in FP32: 8 x 8 tiles of 128 at least
+        return gf.matmul(gf.Operands("fp32", i["A"], i["B"], SIDE, SIDE, SIDE), out)
+
+    return [cupy_case("matmul", call=fp32_matmul, inputs={"A": (SIDE, SIDE), "B": (SIDE, SIDE)},
+                      out_shape=(SIDE, SIDE))]

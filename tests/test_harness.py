@@ -171,3 +171,11 @@ def test_ncu_fields_turn_percentages_into_fractions_and_name_the_top_stall():
     assert f["top_stall"] == "barrier" and f["profiler"] == "ncu --clock-control none"
     assert harness.ncu_stall_metrics(["wait"]) == {
         "stall_wait": "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio"}
+
+
+# Functions taking an output that need no overlap case, and why (tests/test_overlap.py).
+OVERLAP_EXEMPT = {
+    "rel_err": "compares out with ref; it writes nothing",
+    "require_vector_like": "kernels/checks.py: an argument check of the wrappers",
+    "require_no_overlap": "kernels/checks.py: the check itself (tests/test_overlap.py runs it in every case)",
+}

@@ -385,3 +385,61 @@ def test_bench_records_validate_plot_and_summarize(tmp_path):
     assert sorted(p.name for p in paths) == sorted(f"{n}{lang}.svg" for n in names for lang in ("", "-zh"))
     assert all(p.stat().st_size > 1000 for p in paths)
     assert len(bench.summary(data)) == 1 + len(data["records"])
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+# Wrong results planted in a copy of examples/host_transfer.py: the example must exit
+# non-zero (tests/test_examples.py), and so must its notebook
+# (tests/test_notebooks.py). (file in the copy, old, new, impl: numba faults
+# run in the simulator on the CPU, cupy faults on the GPU)
+EXAMPLE_FAULTS = [
+    ("host_transfer.py", "v = v * float32(0.5) + xi", "v = v * float32(0.5) - xi", "numba"),
+    ("host_transfer.cu", "v = fmaf(v, 0.5f, xi);", "v = fmaf(v, 0.5f, -xi);", "cupy"),
+]
+
+
+def overlap_cases() -> list:
+    """This chapter's wrappers that take an output: each must refuse one
+    that overlaps an input (tests/test_overlap.py)."""
+    from kernels import managed_memory as mg
+    from kernels import transfer_pipeline as tp
+    from tests.overlap import Case, cupy_case, numba_case, ex, N, N1, N4, pipeline_host
+
+    return [
+        cupy_case("poly_cupy", call=lambda i, out: tp.poly_cupy(i["x"], out, iters=8), inputs={"x": (N,)}, out_shape=(N,)),
+        cupy_case("scale_cupy", call=lambda i, out: mg.scale_cupy(i["x"], out), inputs={"x": (N,)}, out_shape=(N,)),
+        cupy_case("center_cupy", call=lambda i, out: mg.center_cupy(i["x"], out), inputs={"x": (N,)}, out_shape=(N,)),
+        Case("pipeline", lib="host", gpu=True, out_name="out_host",
+             call=lambda i, out: tp.pipeline(i["x_host"], out, chunks=8, streams=2, iters=4),
+             inputs={"x_host": (N,)}, out_shape=(N,)),
+        cupy_case("pipeline_work", out_name="work[1]", input_kept=False,
+            call=lambda i, out: tp.pipeline(*pipeline_host(N), chunks=8, streams=2, iters=4, work=(i["work[0]"], out)),
+            inputs={"work[0]": (N,)}, out_shape=(N,)),
+        cupy_case("examples/host_transfer.scale_cupy", call=lambda i, out: ex("host_transfer.scale_cupy")(i["x"], out),
+            inputs={"x": (N,)}, out_shape=(N,)),
+        Case("examples/host_transfer.pipeline", lib="host", gpu=True, out_name="out_host",
+             call=lambda i, out: ex("host_transfer.pipeline")(i["x_host"], out, chunks=8, streams=2, iters=4),
+             inputs={"x_host": (N,)}, out_shape=(N,)),
+        numba_case("scale_numba", call=lambda i, out: mg.scale_numba(i["x"], out, threads=32),
+            inputs={"x": (N1,)}, out_shape=(N1,)),
+        Case("pipeline_numba", lib="host", gpu=False, out_name="out_host",
+             call=lambda i, out: tp.pipeline_numba(i["x_host"], out, chunks=4, streams=2, iters=4, threads=32),
+             inputs={"x_host": (N4,)}, out_shape=(N4,)),
+        numba_case("pipeline_numba_work", out_name="work[1]", input_kept=False,
+            call=lambda i, out: tp.pipeline_numba(*pipeline_host(N4), chunks=4, streams=2, iters=4, threads=32,
+                                                work=(i["work[0]"], out)),
+            inputs={"work[0]": (N4,)}, out_shape=(N4,)),
+        Case("examples/host_transfer.pipeline_numba", lib="host", gpu=False, out_name="out_host",
+             call=lambda i, out: ex("host_transfer.pipeline_numba")(i["x_host"], out, chunks=4, streams=2, iters=4,
+                                                                   threads=32),
+             inputs={"x_host": (4 * 256,)}, out_shape=(4 * 256,)),
+    ]
+
+
+# Functions taking an output that need no overlap case, and why.
+OVERLAP_EXEMPT = {
+    "time_copy": "a cudaMemcpy, not a kernel launch",
+    "roundtrip_numba": "two copies on one stream: the whole input is copied before out is written",
+}

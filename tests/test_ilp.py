@@ -160,3 +160,44 @@ def test_capped_kernel_refuses_a_gpu_whose_sm_holds_fewer_than_2048_threads():
             k.require_threads_per_sm("ilp_chains_32_capped", gpu, held)
     k.require_threads_per_sm("ilp_chains_32_capped", "NVIDIA H200", 2048)   # Hopper: fine
     k.require_threads_per_sm("ilp_chains_32", "NVIDIA GeForce RTX 2080", 1024)  # uncapped: any GPU
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+# Wrong results planted in a copy of examples/ilp.py: the example must exit
+# non-zero (tests/test_examples.py), and so must its notebook
+# (tests/test_notebooks.py). (file in the copy, old, new, impl: numba faults
+# run in the simulator on the CPU, cupy faults on the GPU)
+EXAMPLE_FAULTS = [
+    ("ilp.cu", "for (int k = 0; k < K; ++k) s += acc[k];", "for (int k = 0; k < K; ++k) s -= acc[k];", "cupy"),
+]
+
+# A page's planted fault given by hand, where the automatic wrong-result
+# mutation hits code whose result cannot be checked (tests/mutants.py):
+# "file:section:function" -> (old, new, why). An unused one fails.
+MUTANT_OVERRIDES = {
+    "examples/ilp.py:fma_launcher:fma_chains_cupy": (
+        "get_function(kernel)((blocks,), (threads,)", "get_function(kernel)((blocks - 1,), (threads,)",
+        "its first comparison, held < 2048, cannot change on an SM that holds exactly 2048 threads; "
+        "one block too few leaves the last outputs unwritten"),
+}
+
+
+def overlap_cases() -> list:
+    """This chapter's wrappers that take an output: each must refuse one
+    that overlaps an input (tests/test_overlap.py)."""
+    from kernels import ilp
+    from tests.overlap import cupy_case, ex, N
+
+    return [
+        cupy_case("fma_chains_cupy", call=lambda i, out: ilp.fma_chains_cupy(i["x"], out, kernel="ilp_chains_4", iters=64),
+            inputs={"x": (N,)}, out_shape=(N,)),
+        cupy_case("int_cupy", call=lambda i, out: ilp.int_cupy(i["x"], out, iters=8),
+            inputs={"x": (N,)}, out_shape=(N,), dtype=np.uint32),
+        cupy_case("examples/ilp.fma_chains_cupy",
+            call=lambda i, out: ex("ilp.fma_chains_cupy")(i["x"], out, kernel="ilp_chains_4", iters=64),
+            inputs={"x": (N,)}, out_shape=(N,)),
+        cupy_case("examples/ilp.int_cupy", call=lambda i, out: ex("ilp.int_cupy")(i["x"], out, iters=8),
+            inputs={"x": (N,)}, out_shape=(N,), dtype=np.uint32),
+    ]

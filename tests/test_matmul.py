@@ -490,3 +490,32 @@ def test_source_001_ilp_kernel_issues_what_the_shared_one_does():
     assert shared["FFMA"] == ilp["FFMA"] == 32
     assert shared["LDS"] == ilp["LDS"] == 40
     assert "BRA" in shared  # the tile loop remains; the k loop inside it does not
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+# Wrong results planted in a copy of examples/matmul.py: the example must exit
+# non-zero (tests/test_examples.py), and so must its notebook
+# (tests/test_notebooks.py). (file in the copy, old, new, impl: numba faults
+# run in the simulator on the CPU, cupy faults on the GPU)
+# the Numba kernels never write the last column; the tiled CUDA C kernel neither
+EXAMPLE_FAULTS = [
+    ("matmul.py", "acc += A[row, k] * B[k, col]", "acc -= A[row, k] * B[k, col]", "numba"),
+    ("matmul.cu",
+     "for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];",
+     "for (int k = 0; k < K; ++k) acc -= A[row * K + k] * B[k * N + col];",
+     "cupy"),
+    ("matmul.py",
+     "blocks = ((N - 1) // bn + 1, (M - 1) // bm + 1)",
+     "blocks = ((N - 1) // bn, (M - 1) // bm + 1)",
+     "cupy"),
+]
+
+# A page's planted fault given by hand, where the automatic wrong-result
+# mutation hits code whose result cannot be checked (tests/mutants.py):
+# "file:section:function" -> (old, new, why). An unused one fails.
+MUTANT_OVERRIDES = {
+    "kernels/cuda/matmul.cu:tile_loaders:store_a_transposed": (
+        "As[(k + 0) * LDA + m] = reg[i].x;", "As[(k + 1) * LDA + m] = reg[i].x;", "k + 0 -> k - 0 is no change"),
+}

@@ -241,3 +241,83 @@ def test_numba_wrappers_reject_bad_input():
         memory.points_numba("norm", cuda.to_device(np.zeros((4, 2), np.float32)), "soa")
     with pytest.raises(ValueError, match="op must be"):
         memory.points_numba("sum", cuda.to_device(np.zeros((4, 3), np.float32)), "aos")
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+# Wrong results planted in a copy of examples/memory.py: the example must exit
+# non-zero (tests/test_examples.py), and so must its notebook
+# (tests/test_notebooks.py). (file in the copy, old, new, impl: numba faults
+# run in the simulator on the CPU, cupy faults on the GPU)
+EXAMPLE_FAULTS = [
+    ("memory.py", "v[k] = x[i * stride]  # a warp reads", "v[k] = x[i * stride] + 1.0  # a warp reads", "numba"),
+    ("memory.cu", "return 2.0f * p[i];", "return 3.0f * p[i];", "cupy"),
+]
+
+# A page's planted fault given by hand, where the automatic wrong-result
+# mutation hits code whose result cannot be checked (tests/mutants.py):
+# "file:section:function" -> (old, new, why). An unused one fails.
+MUTANT_OVERRIDES = {
+    "examples/memory.py:numba_aos_soa:norm_aos_numba_kernel": (
+        "p[i, 1], p[i, 2]", "p[i, 1], p[i, 1]",
+        "the first - in the index sends block 0 below zero, which the simulator wraps onto the right points"),
+    "examples/memory.py:numba_aos_soa:norm_soa_numba_kernel": (
+        "p[1, i], p[2, i]", "p[1, i], p[1, i]", "as norm_aos_numba_kernel"),
+    "kernels/cuda/memory.cu:per_thread:per_thread": (
+        "blockDim.x * PER_THREAD + threadIdx.x", "blockDim.x + threadIdx.x",
+        "the first < is the load guard: one element read past the end is never stored"),
+}
+
+
+def overlap_cases() -> list:
+    """This chapter's wrappers that take an output: each must refuse one
+    that overlaps an input (tests/test_overlap.py)."""
+    from kernels import memory as mem
+    from tests.overlap import cupy_case, numba_case, ex, N, N4
+
+    return [
+        cupy_case("read_global_cupy", call=lambda i, out: mem.read_global_cupy(i["x"], 1, out, blocks=N // 256, threads=256),
+            inputs={"x": (N,)}, out_shape=(N,)),
+        cupy_case("read_shared_cupy", call=lambda i, out: mem.read_shared_cupy(i["x"], 4, out, blocks=16, threads=256),
+            inputs={"x": (4096,)}, out_shape=(4096,)),
+        cupy_case("copy_strided_cupy", call=lambda i, out: mem.copy_strided_cupy(i["x"], out, 2),
+            inputs={"x": (2 * N - 1,)}, out_shape=(N,)),
+        cupy_case("copy_offset_cupy", call=lambda i, out: mem.copy_offset_cupy(i["x"], out, 3),
+            inputs={"x": (N + 3,)}, out_shape=(N,)),
+        cupy_case("norm_cupy", call=lambda i, out: mem.norm_cupy(i["p"], "aos", out), inputs={"p": (N, 3)}, out_shape=(N,)),
+        cupy_case("scale_x_cupy", call=lambda i, out: mem.scale_x_cupy(i["p"], "soa", out),
+            inputs={"p": (3, N)}, out_shape=(N,)),
+        cupy_case("examples/memory.read_global_cupy",
+            call=lambda i, out: ex("memory.read_global_cupy")(i["x"], 1, out, blocks=N // 256, threads=256),
+            inputs={"x": (N,)}, out_shape=(N,)),
+        cupy_case("examples/memory.read_shared_cupy",
+            call=lambda i, out: ex("memory.read_shared_cupy")(i["x"], 4, out, blocks=16, threads=256),
+            inputs={"x": (4096,)}, out_shape=(4096,)),
+        cupy_case("examples/memory.copy_strided_cupy", call=lambda i, out: ex("memory.copy_strided_cupy")(i["x"], out, 2),
+            inputs={"x": (2 * N - 1,)}, out_shape=(N,)),
+        cupy_case("examples/memory.copy_offset_cupy", call=lambda i, out: ex("memory.copy_offset_cupy")(i["x"], out, 3),
+            inputs={"x": (N + 3,)}, out_shape=(N,)),
+        cupy_case("examples/memory.points_cupy", call=lambda i, out: ex("memory.points_cupy")("norm", i["p"], "aos", out),
+            inputs={"p": (N, 3)}, out_shape=(N,)),
+        cupy_case("examples/memory.vector_add_vec4_cupy", shift=4,  # float4 loads: views stay 16-byte aligned
+            call=lambda i, out: ex("memory.vector_add_vec4_cupy")(i["a"], i["b"], out),
+            inputs={"a": (N,), "b": (N,)}, out_shape=(N,)),
+        numba_case("copy_strided_numba", call=lambda i, out: mem.copy_strided_numba(i["x"], out, 2, threads=32),
+            inputs={"x": (2 * N4 - 1,)}, out_shape=(N4,)),
+        numba_case("copy_offset_numba", call=lambda i, out: mem.copy_offset_numba(i["x"], out, 3, threads=32),
+            inputs={"x": (N4 + 3,)}, out_shape=(N4,)),
+        numba_case("points_numba", call=lambda i, out: mem.points_numba("norm", i["p"], "aos", out, threads=32),
+            inputs={"p": (N4, 3)}, out_shape=(N4,)),
+        numba_case("examples/memory.copy_strided_numba",
+            call=lambda i, out: ex("memory.copy_strided_numba")(i["x"], out, 2, threads=32),
+            inputs={"x": (2 * N4 - 1,)}, out_shape=(N4,)),
+        numba_case("examples/memory.norm_numba", call=lambda i, out: ex("memory.norm_numba")(i["p"], "aos", out, threads=32),
+            inputs={"p": (N4, 3)}, out_shape=(N4,)),
+    ]
+
+
+# Functions taking an output that need no overlap case, and why.
+OVERLAP_EXEMPT = {
+    "fma_registers_cupy": "no array input: it writes out from registers only",
+}

@@ -6,7 +6,9 @@ Each notebook is executed alone in an empty folder outside the repository
 simulator on the CPU, everything on a GPU. It runs through a Jupyter kernel
 (nbclient + ipykernel) where those are installed; where they are not (a GPU
 machine with only the runtime packages), its code cells run in order as one
-script in a fresh interpreter, which is what a kernel does with them. A
+script in a fresh interpreter, which is what a kernel does with them (these
+runs are `make check`'s; `make test` checks that the notebooks hold the
+examples' code, and runs the examples). A
 planted fault (tests/test_examples.py's FAULTS) in the example a notebook
 is made from must make the notebook fail.
 """
@@ -78,6 +80,7 @@ def test_notebook_starts_with_the_setup_and_carries_its_cuda(example):
     assert code[-1].rstrip().splitlines()[-2] == "if __name__ == \"__main__\":"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_notebook_runs_alone(example, tmp_path):
     proc = execute((ROOT / "docs/notebooks" / f"{example.stem}.ipynb").read_text(), tmp_path)
@@ -96,6 +99,7 @@ def at_test_size(notebook_text: str) -> str:
     return json.dumps(nb)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_notebook_runs_at_the_test_size(example, tmp_path):
     """The control for the planted faults below: unchanged, at the same size, it runs."""
@@ -103,6 +107,7 @@ def test_notebook_runs_at_the_test_size(example, tmp_path):
     assert proc.returncode == 0, f"{example.stem}.ipynb failed ({runner()}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example, file, old, new, impl", fault_params())
 def test_a_fault_in_the_example_fails_its_notebook(example, file, old, new, impl, tmp_path):
     src = tmp_path / "src"

@@ -103,3 +103,32 @@ def test_launch_bounds_cap_spills_the_autotuned_matmul():
     regs = [int(re.search(r"Used (\d+) registers", ln).group(1)) for ln in lines]
     assert spills[0] == spills[1] == 0 < spills[2] < spills[3]
     assert regs[2] <= 65536 // (3 * 128) and regs[3] <= 65536 // (4 * 128)
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+# Wrong results planted in a copy of examples/occupancy.py: the example must exit
+# non-zero (tests/test_examples.py), and so must its notebook
+# (tests/test_notebooks.py). (file in the copy, old, new, impl: numba faults
+# run in the simulator on the CPU, cupy faults on the GPU)
+# the calculator forgets the 1 KB the driver reserves per block; the
+# driver check is handed half a kernel's registers
+EXAMPLE_FAULTS = [
+    ("occupancy.py",
+     "smem = round_up(static_smem + dynamic_smem + L.reserved_smem_per_block, L.smem_alloc_unit)",
+     "smem = round_up(static_smem + dynamic_smem, L.smem_alloc_unit)",
+     "numba"),
+    ("occupancy.py", "\"regs\": int(kern.num_regs),", "\"regs\": int(kern.num_regs) // 2,", "cupy"),
+]
+
+# A page's planted fault given by hand, where the automatic wrong-result
+# mutation hits code whose result cannot be checked (tests/mutants.py):
+# "file:section:function" -> (old, new, why). An unused one fails.
+MUTANT_OVERRIDES = {
+    "kernels/occupancy.py:device_limits:device_limits": (
+        'reserved_smem_per_block=a["ReservedSharedMemoryPerBlock"]', "reserved_smem_per_block=0",
+        "the first comparison is on the compute capability, which the H200 does not exercise"),
+    "kernels/occupancy.py:kernel_occupancy:kernel_occupancy": (
+        'a["regs"], threads', 'a["regs"] // 2, threads', "no arithmetic of its own: halve the registers"),
+}

@@ -21,6 +21,7 @@ as pytest-codeblocks runs them) are checked statically and by planted faults:
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import json
 import os
@@ -142,24 +143,30 @@ def page_sections(page: Path) -> list[tuple[str, str]]:
 UNMUTABLE: list[str] = []
 
 
+@functools.cache
+def page_mutants(page: Path) -> tuple:
+    """(mutant, lang) for every function of every section the page embeds,
+    built when a test asks (collection builds none)."""
+    out = []
+    for target, lang in page_sections(page):
+        if not target.split(":")[0].endswith((".py", ".cu", ".cuh")) or ":" not in target:
+            continue
+        try:
+            text = "\n".join(P.read_section(target)) + "\n"
+            if lang == "python":
+                out += [(m, "python") for m in M.python_mutants(target, text)]
+            elif lang == "cuda":
+                file, _, section = target.partition(":")
+                full = (P.ROOT / file).read_text()
+                out += [(m, "cuda") for m in _file_mutants(file, section, full)]
+        except (ValueError, SyntaxError, P.SnippetError) as e:
+            UNMUTABLE.append(f"{ids(page)}: {target}: {e}")
+    return tuple(out)
+
+
 def all_mutants():
     """(page, mutant, lang) for every function of every embedded section."""
-    out = []
-    for page in ZH:
-        for target, lang in page_sections(page):
-            if not target.split(":")[0].endswith((".py", ".cu", ".cuh")) or ":" not in target:
-                continue
-            try:
-                text = "\n".join(P.read_section(target)) + "\n"
-                if lang == "python":
-                    out += [(page, m, "python") for m in M.python_mutants(target, text)]
-                elif lang == "cuda":
-                    file, _, section = target.partition(":")
-                    full = (P.ROOT / file).read_text()
-                    out += [(page, m, "cuda") for m in _file_mutants(file, section, full)]
-            except (ValueError, SyntaxError, P.SnippetError) as e:
-                UNMUTABLE.append(f"{ids(page)}: {target}: {e}")
-    return out
+    return [(page, m, lang) for page in ZH for m, lang in page_mutants(page)]
 
 
 def _file_mutants(file: str, section: str, full: str) -> list[M.Mutant]:
@@ -179,13 +186,33 @@ def _file_mutants(file: str, section: str, full: str) -> list[M.Mutant]:
             for m in M.cuda_mutants(f"{file}:{section}", body)]
 
 
-MUTANTS = all_mutants()
-
-
-def _changed_blocks(page: Path, mut: M.Mutant) -> list:
+@functools.cache
+def section_runs_in(page: Path) -> dict[str, set[bool]]:
+    """python section -> is_gpu of each python block that holds it: a
+    section changed (a comment added) changes exactly those blocks, whatever
+    the fault planted in it."""
     before = blocks(page)
-    after = blocks(page, replace=(mut.target, mut.text))
-    return [b for a, b in zip(before, after) if a.code != b.code and b.syntax == "python"]
+    out = {}
+    for target, lang in page_sections(page):
+        if lang != "python" or ":" not in target or not target.split(":")[0].endswith(".py"):
+            continue
+        try:
+            text = "\n".join(P.read_section(target)) + "\n# changed\n"
+        except P.SnippetError:
+            continue
+        after = blocks(page, replace=(target, text))
+        out[target] = {is_gpu(b) for a, b in zip(before, after) if a.code != b.code and b.syntax == "python"}
+    return out
+
+
+def fault_kinds(page: Path) -> set[bool]:
+    """Which of the page's blocks planted faults must fail: True for its GPU
+    blocks (a CUDA C section, or a section in a GPU block), False for its
+    CPU blocks. Cheap: no mutant is built."""
+    kinds = set().union(*section_runs_in(page).values()) if section_runs_in(page) else set()
+    if any(lang == "cuda" for _, lang in page_sections(page)):
+        kinds.add(True)
+    return kinds
 
 
 def test_a_page_that_shows_cuda_c_runs_it_on_a_gpu():
@@ -197,16 +224,26 @@ def test_a_page_that_shows_cuda_c_runs_it_on_a_gpu():
 
 
 def test_every_embedded_function_has_mutants():
+    mutants = all_mutants()
     assert not UNMUTABLE, "\n".join(UNMUTABLE)
-    assert len(MUTANTS) > 100, f"only {len(MUTANTS)} mutants: are the sections found?"
+    assert len(mutants) > 100, f"only {len(mutants)} mutants: are the sections found?"
+
+
+def test_every_override_is_used():
+    """An override names a function by file:section:function; one that no
+    page embeds any more would protect nothing, so it must go."""
+    used = {f"{m.target}:{m.function}" for _, m, _ in all_mutants()}
+    unused = sorted(set(M.overrides()) - used)
+    assert not unused, f"overrides for functions no page shows: {unused}"
 
 
 def _specs(page: Path, gpu: bool) -> list[dict]:
     specs = []
-    for pg, mut, lang in MUTANTS:
-        if pg != page or (lang == "cuda" and not gpu):
+    runs_in = section_runs_in(page)
+    for mut, lang in page_mutants(page):
+        if lang == "cuda" and not gpu:
             continue
-        if lang == "python" and not any(is_gpu(b) == gpu for b in _changed_blocks(page, mut)):
+        if lang == "python" and gpu not in runs_in.get(mut.target, set()):
             continue
         specs.append({"id": mut.id, "what": mut.what, "lang": lang, "target": mut.target, "text": mut.text})
     return specs
@@ -255,31 +292,37 @@ def _survivors(results: dict) -> list[str]:
     return [f"{r['id']}: {r['what']} (blocks {r['blocks']})" for r in results.values() if not r["failed"]]
 
 
-GPU_PAGES = [p for p in ZH if _specs(p, gpu=True)]
-CPU_PAGES = [p for p in ZH if _specs(p, gpu=False)]
+GPU_PAGES = [p for p in ZH if True in fault_kinds(p)]
+CPU_PAGES = [p for p in ZH if False in fault_kinds(p)]
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 @pytest.mark.parametrize("page", GPU_PAGES, ids=ids)
 def test_planted_faults_fail_the_gpu_blocks(page, tmp_path):
     """Every GPU mutant of the page (code shown in GPU blocks, and every CUDA
     C function the page shows, mutated in its .cu file) makes the page's
     GPU blocks fail."""
-    survivors = _survivors(run_driver(page, _specs(page, gpu=True), "gpu", tmp_path, {}))
+    specs = _specs(page, gpu=True)
+    assert specs, f"{ids(page)}: no fault to plant in its GPU blocks"
+    survivors = _survivors(run_driver(page, specs, "gpu", tmp_path, {}))
     assert not survivors, "planted faults that the GPU blocks did not catch:\n" + "\n".join(survivors)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", CPU_PAGES, ids=ids)
 def test_planted_faults_fail_the_cpu_blocks(page, tmp_path):
     """Every mutant of code in the page's CPU blocks makes each block that
     holds it fail. In Numba's simulator: in this process without a GPU; on a
     GPU machine in a separate simulator process (a planted fault in a
     compiled kernel could break this process's CUDA context)."""
+    specs = _specs(page, gpu=False)
+    assert specs, f"{ids(page)}: no fault to plant in its CPU blocks"
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         text = page.read_text()
-        results = {s["id"]: fault_driver.run_mutant(text, s, gpu=False) for s in _specs(page, gpu=False)}
+        results = {s["id"]: fault_driver.run_mutant(text, s, gpu=False) for s in specs}
     else:
-        results = run_driver(page, _specs(page, gpu=False), "cpu", tmp_path,
+        results = run_driver(page, specs, "cpu", tmp_path,
                              {"NUMBA_ENABLE_CUDASIM": "1", "HANDBOOK_FORCE_CPU": "1"})
     survivors = _survivors(results)
     assert not survivors, "planted faults that the CPU blocks did not catch:\n" + "\n".join(survivors)

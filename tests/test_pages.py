@@ -186,6 +186,7 @@ MUTATIONS = [
 CHAPTER = ["docs/programming-model.md"]  # its English twin runs the same blocks (test_page_code)
 
 
+@pytest.mark.slow  # make check, with the planted faults below
 def test_unmutated_copy_passes(tmp_path):
     """Control for the next test: the copied tree passes as it is."""
     _copy_tree(tmp_path)
@@ -193,6 +194,7 @@ def test_unmutated_copy_passes(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path,old,new", MUTATIONS)
 def test_fault_planted_in_file_fails_the_page_tests(tmp_path, path, old, new):
     _copy_tree(tmp_path)

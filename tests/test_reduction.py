@@ -215,3 +215,27 @@ def test_concurrent_single_pass_reductions_on_many_streams():
             s.synchronize()
         for got, w, sc in zip(outs, want, scale):
             assert abs(float(got) - w) <= 1e-5 * sc, (float(got), w)
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+# Wrong results planted in a copy of examples/reduction.py: the example must exit
+# non-zero (tests/test_examples.py), and so must its notebook
+# (tests/test_notebooks.py). (file in the copy, old, new, impl: numba faults
+# run in the simulator on the CPU, cupy faults on the GPU)
+EXAMPLE_FAULTS = [
+    ("reduction.py",
+     "for i in range(cuda.grid(1), n, cuda.gridsize(1)):",
+     "for i in range(cuda.grid(1), n - 1, cuda.gridsize(1)):",
+     "numba"),
+    ("reduction.cu", "v += x[i];", "v -= x[i];", "cupy"),
+]
+
+# A page's planted fault given by hand, where the automatic wrong-result
+# mutation hits code whose result cannot be checked (tests/mutants.py):
+# "file:section:function" -> (old, new, why). An unused one fails.
+MUTANT_OVERRIDES = {
+    "examples/reduction.py:cupy_sum:reduce_sum_cupy": (
+        "(n + per_block - 1) // per_block", "n // per_block", "as seed_cupy"),
+}

@@ -96,7 +96,7 @@ def test_render_table_and_stamp():
     assert len(lines) == 3 and "| cupy |" in lines[2] and "2¹⁰" in lines[2] and "3,000.0" in lines[2]
     assert "0.75" in lines[2]
     two = [dict(r, shape=[4, 8 if k else 9]) for k, r in enumerate(results.select(data, "vector_add")[:2])]
-    assert [results._value(r, "shape[1]") for r in two] == [9, 8] and results._value(two[0], "shape[2]") is None
+    assert [results.value(r, "shape[1]") for r in two] == [9, 8] and results.value(two[0], "shape[2]") is None
     picked = results.select({"records": two}, "vector_add", {"shape[1]": "8"})
     assert [r["shape"] for r in picked] == [[4, 8]]
     zh = results.render_table(data, "vector_add", ["impl", "gbps"], "zh")
@@ -381,3 +381,16 @@ def test_one_tab_per_gpu_when_several_results_files_exist(hook, tmp_path, monkey
     assert "Not measured yet" in out.split('=== "Test GPU 9000"')[-1]   # matmul: not in the second file
     monkeypatch.setattr(results, "RESULTS_DIR", real.parent)
     assert "===" not in hook.render(md, "programming-model.en.md", "en", "nvidia-h200")  # one file: no tabs
+
+
+def test_the_site_reads_each_topic_as_the_bench_declares_it():
+    """docs/hooks/results.py reads the topics' names, labels and words from
+    kernels/bench's source (results.declared_topics), importing nothing: it
+    must find what importing the modules finds."""
+    from kernels.bench import TOPICS, labels, words
+
+    declared = results.declared_topics()
+    assert list(declared) == list(TOPICS)
+    for topic in TOPICS:
+        assert declared[topic]["labels"] == labels(topic), topic
+        assert declared[topic]["words"] == words(topic), topic

@@ -7,7 +7,10 @@ it into .venv); on an interpreter without mkdocs these tests say so and skip.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -171,7 +174,7 @@ def test_math_and_diagrams_come_from_the_site(site):
 def test_workflows_build_test_and_host_the_site():
     """The workflows in .github/workflows parse and do what the README says:
     Pages from main with a strict build, .ci/run on a CPU runner, and on a
-    self-hosted `gpu` runner make test with no GPU test skipped, make
+    self-hosted `gpu` runner make check with no GPU test skipped, make
     sanitize and the freshness of the results file. (actionlint is not in
     this registry as a wheel; this checks their structure.)"""
     import yaml
@@ -188,10 +191,11 @@ def test_workflows_build_test_and_host_the_site():
                                                  for j in wf["pages"]["jobs"].values() for s in j["steps"])
     assert ".ci/run" in runs["cpu"]
     assert wf["gpu"]["jobs"]["test"]["runs-on"] == ["self-hosted", "gpu"]
-    assert "make test" in runs["gpu"] and "make sanitize" in runs["gpu"] and "stale" in runs["gpu"]
+    assert "make check" in runs["gpu"] and "make sanitize" in runs["gpu"] and "stale" in runs["gpu"]
     assert "needs a CUDA GPU" in runs["gpu"]  # a skipped GPU test fails the GPU job
 
 
+@pytest.mark.slow  # a second build: make check
 def test_site_and_repo_url_from_the_environment(tmp_path, site):
     """The Pages workflow passes the published address as SITE_URL and the
     repository as REPO_URL: pages get canonical links, sitemap.xml real
@@ -218,3 +222,44 @@ def test_the_404_page_speaks_both_languages_and_leads_home(site):
     assert links and links["en"] == links["zh"] + "en/" and "notebooks" not in text.split("<main")[0]
     homes = dict(re.findall(r'<a class="home-link" data-lang="(zh|en)" href="([^"]*)"', text))
     assert homes == links, (homes, links)
+
+
+DOCS_ONLY_PROBE = '''
+import importlib.abc, importlib.util, json, sys
+BLOCKED = ("numba", "cupy", "cupyx", "pynvml", "pytest", "pytest_codeblocks", "pyflakes", "matplotlib")
+
+
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"{name}: not in the docs extra")
+        return None
+
+
+sys.meta_path.insert(0, Block())
+out = {}
+for name in ("results", "notebooks", "site404"):
+    spec = importlib.util.spec_from_file_location(f"{name}_hook", f"docs/hooks/{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out[name] = module
+hook = out["results"]
+for src in ("algorithms.md", "algorithms.en.md", "matmul.md"):
+    text = open("docs/" + src).read()
+    lang = "en" if src.endswith(".en.md") else "zh"
+    md = hook.test_run_line(hook.render(text, src, lang, "nvidia-h200"), src, lang, "nvidia-h200")
+    assert "<!-- results-" not in md and "!!! success" in md, src
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("kernels", "tests"))))
+'''
+
+
+def test_the_hooks_need_only_the_docs_extra():
+    """`pip install -e '.[docs]'` then `mkdocs build`: the hooks render tables
+    and the GPU test line without Numba, CuPy, NVML, pytest or matplotlib (an
+    import of any of them fails here), reading the topics' labels from
+    kernels/bench's source instead of importing it."""
+    proc = subprocess.run([sys.executable, "-c", DOCS_ONLY_PROBE], cwd=P.ROOT, capture_output=True, text=True,
+                          timeout=300, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "kernels.bench" not in loaded and not any(m.startswith("kernels.bench.") for m in loaded), loaded

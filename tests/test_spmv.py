@@ -739,3 +739,87 @@ def test_cusparse_plan_matches_the_reference_and_refuses_bad_shapes():
         S.cusparse_plan(A, x[:999], out)
     with pytest.raises(TypeError, match="float32"):
         S.cusparse_plan(A, x.astype(cp.float64), out)
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+# Wrong results planted in a copy of examples/spmv.py: the example must exit
+# non-zero (tests/test_examples.py), and so must its notebook
+# (tests/test_notebooks.py). (file in the copy, old, new, impl: numba faults
+# run in the simulator on the CPU, cupy faults on the GPU)
+# the Numba vector step drops each row's last nonzero; the merge path's fix-up overwrites a row cut between
+# tiles instead of adding to it; the subwarp kernel sums half its lanes; the launcher drops the last block
+EXAMPLE_FAULTS = [
+    ("spmv.py",
+     "for k in range(indptr[row] + lane, indptr[row + 1], 32):",
+     "for k in range(indptr[row] + lane, indptr[row + 1] - 1, 32):",
+     "numba"),
+    ("spmv.cu",
+     "if (c.x >= 0 && c.y != 0) atomicAdd(&out[c.x], __int_as_float(c.y));",
+     "if (c.x >= 0 && c.y != 0) atomicExch(&out[c.x], __int_as_float(c.y));",
+     "cupy"),
+    ("spmv.cu",
+     "for (int off = L / 2; off > 0; off >>= 1) acc += __shfl_down_sync(FULL_MASK, acc, off, L);",
+     "for (int off = L / 4; off > 0; off >>= 1) acc += __shfl_down_sync(FULL_MASK, acc, off, L);",
+     "cupy"),
+    ("spmv.py", "(-(-n_rows * per_row // THREADS),)", "(n_rows * per_row // THREADS,)", "cupy"),
+]
+
+# A page's planted fault given by hand, where the automatic wrong-result
+# mutation hits code whose result cannot be checked (tests/mutants.py):
+# "file:section:function" -> (old, new, why). An unused one fails.
+MUTANT_OVERRIDES = {
+    "examples/spmv.py:csr_matrices:uniform_random": (
+        "return random_csr(lengths, n, seed + 1)", "return random_csr(lengths, 2 * n, seed + 1)",
+        "seed + 1 -> seed - 1 is another valid matrix; a column past n_cols is not"),
+    "examples/spmv.py:csr_matrices:power_law": (
+        "return random_csr(lengths, n, seed + 1)", "return random_csr(lengths, 2 * n, seed + 1)", "as uniform_random"),
+    "examples/spmv.py:csr_matrices:edge_cases": (
+        "random_csr([9], 40, seed=5), 40)", "random_csr([9], 40, seed=5), 30)",
+        "its first constant, a row length, gives another valid matrix; columns past x's end do not"),
+    "examples/spmv.py:csr_rejects:check_csr_rejects": (
+        "(indptr, indices + 10, data)", "(indptr, indices, data)",
+        "indices + 10 -> - 10 is still out of range; a matrix no longer broken must be caught"),
+}
+
+
+def overlap_cases() -> list:
+    """This chapter's wrappers that take an output: each must refuse one
+    that overlaps an input (tests/test_overlap.py)."""
+    from kernels import spmv as sp
+    from tests.overlap import cupy_case, numba_case, ex, N, ROWS, spmv_structure, spmv_lengths
+
+    def planned(i, out):  # the plan refuses out; the launch writes it
+        launch, _ = sp.spmv_plan(*spmv_structure(N, "cupy"), i["data"], i["x"], out, kernel="merge")
+        launch()
+
+    def cusparse_planned(i, out):
+        indptr, indices = spmv_structure(N, "cupy")
+        launch, _ = sp.cusparse_plan(sp.cusparse_matrix(indptr, indices, i["data"], N), i["x"], out)
+        launch()
+
+    nnz = int(spmv_lengths(N).sum())
+    return [
+        cupy_case("spmv", call=lambda i, out: sp.spmv(*spmv_structure(N, "cupy"), i["data"], i["x"], out,
+                                                      kernel="subwarp"),
+                  inputs={"data": (nnz,), "x": (N,)}, out_shape=(N,)),
+        cupy_case("spmv_plan", call=planned, inputs={"data": (nnz,), "x": (N,)}, out_shape=(N,)),
+        cupy_case("cusparse_plan", call=cusparse_planned, inputs={"data": (nnz,), "x": (N,)}, out_shape=(N,)),
+        cupy_case("examples/spmv.spmv_cupy",
+            call=lambda i, out: ex("spmv.spmv_cupy")(*spmv_structure(N, "cupy"), i["data"], i["x"], out,
+                                                   kernel="merge"),
+            inputs={"data": (int(spmv_lengths(N).sum()),), "x": (N,)}, out_shape=(N,)),
+        # one row per thread, 128-thread blocks: 8 blocks in the simulator
+        numba_case("examples/spmv.spmv_numba",
+            call=lambda i, out: ex("spmv.spmv_numba")(*spmv_structure(ROWS, "numba"), i["data"], i["x"], out,
+                                                    kernel="scalar"),
+            inputs={"data": (int(spmv_lengths(ROWS).sum()),), "x": (ROWS,)}, out_shape=(ROWS,)),
+    ]
+
+
+# Functions taking an output that need no overlap case, and why.
+OVERLAP_EXEMPT = {
+    "spmv_cusparse": "the product is made in a new array (csr_matrix @ x) before out is written: an out "
+                     "overlapping x still gets the right answer",
+}

@@ -166,3 +166,51 @@ def test_example_numba_steps_catch_an_unwritten_pixel(monkeypatch):
     monkeypatch.setattr(ex, "conv_tiled_numba", SkipsLastColumn())
     with pytest.raises(AssertionError):
         ex.numba_steps(5, 7)
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+# Wrong results planted in a copy of examples/stencil.py: the example must exit
+# non-zero (tests/test_examples.py), and so must its notebook
+# (tests/test_notebooks.py). (file in the copy, old, new, impl: numba faults
+# run in the simulator on the CPU, cupy faults on the GPU)
+EXAMPLE_FAULTS = [
+    ("stencil.py", "if row < H and col < W:", "if row < H and col < W - 1:", "numba"),
+    ("stencil.cu", "if (y < H && x < W) {", "if (y < H && x < W - 1) {", "cupy"),
+    ("stencil.cu",
+     "acc += w[(dy + R) * KW + dx + R] * pixel(in, H, W, y + dy, x + dx);",
+     "acc -= w[(dy + R) * KW + dx + R] * pixel(in, H, W, y + dy, x + dx);",
+     "cupy"),
+]
+
+# A page's planted fault given by hand, where the automatic wrong-result
+# mutation hits code whose result cannot be checked (tests/mutants.py):
+# "file:section:function" -> (old, new, why). An unused one fails.
+MUTANT_OVERRIDES = {
+    "examples/stencil.py:numba_kernels:conv_tiled_numba": (
+        "acc += w[i, j] * tile[ty + i, tx + j]", "acc -= w[i, j] * tile[ty + i, tx + j]",
+        "the first + is in the tile-load loop's start, which only re-writes a few halo cells"),
+}
+
+
+def overlap_cases() -> list:
+    """This chapter's wrappers that take an output: each must refuse one
+    that overlaps an input (tests/test_overlap.py)."""
+    from kernels import stencil as st
+    from tests.overlap import cupy_case, numba_case, ex, SQ, IMAGE
+
+    return [
+        cupy_case("conv2d_cupy", call=lambda i, out: st.conv2d_cupy(i["x"], i["w"], out, variant="tiled16"),
+            inputs={"x": SQ, "w": (st.KW, st.KW)}, out_shape=SQ),
+        cupy_case("examples/stencil.conv2d_cupy", call=lambda i, out: ex("stencil.conv2d_cupy")(i["x"], i["w"], out, "tiled16"),
+            inputs={"x": SQ, "w": (st.KW, st.KW)}, out_shape=SQ),
+        numba_case("conv2d_numba", call=lambda i, out: st.conv2d_numba(i["x"], i["w"], out, variant="tiled16"),
+            inputs={"x": IMAGE, "w": (st.KW, st.KW)}, out_shape=IMAGE),
+    ]
+
+
+# Functions taking an output that need no overlap case, and why.
+OVERLAP_EXEMPT = {
+    "check_operands": "the argument check the wrappers above call",
+}

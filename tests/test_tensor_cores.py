@@ -231,3 +231,22 @@ def test_hopper_has_no_int4_tensor_instruction():
     assert not any(".S4" in op for op in k["mma_s4"]) and "IMMA.16832.S8.S8" in k["mma_s4"], k["mma_s4"]
     count = {name: len(ops) for name, ops in k.items()}
     assert count["mma_s8"] <= 60 and count["mma_s4"] >= 200, count  # "from 40 SASS instructions to over 200"
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+# Wrong results planted in a copy of examples/tensor_cores.py: the example must exit
+# non-zero (tests/test_examples.py), and so must its notebook
+# (tests/test_notebooks.py). (file in the copy, old, new, impl: numba faults
+# run in the simulator on the CPU, cupy faults on the GPU)
+# steps 4 and 5 read slice 0 of A for every slice; the launcher drops the last row of blocks;
+# the INT8 layer forgets the activations' scale
+EXAMPLE_FAULTS = [
+    ("tensor_cores.cu", "in ? a_src[i] + k0 : A", "in ? a_src[i] : A", "cupy"),
+    ("tensor_cores.py", "(M + bm - 1) // bm), (threads,)", "M // bm), (threads,)", "cupy"),
+    ("tensor_cores.py",
+     "return C.astype(cp.float64) * sx * sw[None, :]",
+     "return C.astype(cp.float64) * sw[None, :]",
+     "cupy"),
+]

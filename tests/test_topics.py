@@ -89,7 +89,7 @@ def _tree(tmp: Path) -> Path:
     for d in ("kernels", "docs/hooks"):
         shutil.copytree(ROOT / d, tmp / d, ignore=ignore)
     (tmp / "tests").mkdir()
-    for f in ("__init__.py", "test_results.py", "gpu_driver.py"):
+    for f in ("__init__.py", "test_results.py", "gpu_driver.py", "record.py", "pages.py"):
         shutil.copy(ROOT / "tests" / f, tmp / "tests" / f)
     (tmp / "kernels" / "bench" / "toy.py").write_text(TOY)
     return tmp
@@ -136,3 +136,57 @@ def test_a_new_topic_is_found_everywhere_with_no_shared_edit(tmp_path):
         rel = f.relative_to(tmp)
         if rel != Path("kernels/bench/toy.py"):
             assert f.read_bytes() == (ROOT / rel).read_bytes(), rel
+
+
+TOY_CHAPTER = '''
+"""tests/test_toy.py: a made-up chapter's tests, for tests/test_topics.py."""
+
+EXAMPLE_FAULTS = [("toy.py", "a + b", "a - b", "numba"), ("toy.cu", "a + b", "a - b", "cupy")]
+MUTANT_OVERRIDES = {"examples/toy.py:toy:toy_add": ("a + b", "a - b", "made up")}
+OVERLAP_EXEMPT = {"toy_fill": "made up"}
+
+
+def overlap_cases() -> list:
+    from tests.overlap import N, cupy_case
+
+    return [cupy_case("examples/toy.toy_add", call=lambda i, out: None, inputs={"a": (N,)}, out_shape=(N,))]
+'''
+
+CHAPTER_PROBE = '''
+import json, sys
+from pathlib import Path
+sys.path.insert(0, str(Path.cwd()))
+import kernels  # the simulator before numba
+from tests import chapters, mutants
+from tests import test_examples, test_overlap
+print(json.dumps({
+    "faults": test_examples.FAULTS.get("toy.py"),
+    "fault_params": [p.id for p in test_examples.fault_params() if p.id.startswith("toy.py")],
+    "overrides": mutants.overrides().get("examples/toy.py:toy:toy_add"),
+    "cases": [p.id for p in test_overlap.params() if "toy" in p.id],
+    "exempt": chapters.overlap_exempt().get("toy_fill"),
+}))
+'''
+
+
+def test_a_new_chapter_gives_the_shared_proofs_its_tests_with_no_shared_edit(tmp_path):
+    """A chapter's planted faults, mutant overrides and overlap cases live in
+    its own tests/test_<topic>.py: adding one (tests/test_toy.py here) reaches
+    the example, page and overlap proofs, and no shared test file changes."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for d in ("kernels", "tests", "examples"):
+        shutil.copytree(ROOT / d, tmp_path / d, ignore=ignore)
+    (tmp_path / "tests" / "test_toy.py").write_text(TOY_CHAPTER)
+    env = {"HANDBOOK_FORCE_CPU": "1", "NUMBA_ENABLE_CUDASIM": "1", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(CHAPTER_PROBE)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["faults"] == [["toy.py", "a + b", "a - b", "numba"], ["toy.cu", "a + b", "a - b", "cupy"]]
+    assert out["fault_params"] == ["toy.py-numba-0", "toy.py-cupy-1"]
+    assert out["overrides"] == ["a + b", "a - b", "made up"]
+    assert out["cases"] == ["examples/toy.toy_add[a]"]
+    assert out["exempt"] == "made up"
+    for f in sorted((tmp_path / "tests").glob("*.py")):
+        if f.name != "test_toy.py":
+            assert f.read_bytes() == (ROOT / "tests" / f.name).read_bytes(), f.name

@@ -346,3 +346,41 @@ def test_tuning_configs_compile_for_sm90_without_spills(tmp_path):
     smem = [int(s) for s in re.findall(r"(\d+) bytes smem", report)]
     assert smem and max(smem) <= 48 * 1024, report
     assert "warning" not in report.lower(), report
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+# Wrong results planted in a copy of examples/transpose.py: the example must exit
+# non-zero (tests/test_examples.py), and so must its notebook
+# (tests/test_notebooks.py). (file in the copy, old, new, impl: numba faults
+# run in the simulator on the CPU, cupy faults on the GPU)
+EXAMPLE_FAULTS = [
+    ("transpose.py", "out[r, c] = tile[tx, ty]  # a column", "out[r, c] = tile[ty, tx]  # a column", "numba"),
+    ("transpose.cu", "out[c * rows + r] = in[r * cols + c];", "out[c * rows + r] = in[r * cols + c] + 1.0f;", "cupy"),
+]
+
+
+def overlap_cases() -> list:
+    """This chapter's wrappers that take an output: each must refuse one
+    that overlaps an input (tests/test_overlap.py)."""
+    from kernels import transpose as tr
+    from tests.overlap import cupy_case, numba_case, ex, SQ, SQ_NUMBA
+
+    return [
+        cupy_case("transpose_cupy", call=lambda i, out: tr.transpose_cupy(i["x"], out), inputs={"x": SQ}, out_shape=SQ),
+        cupy_case("copy_tiled_cupy", call=lambda i, out: tr.copy_tiled_cupy(i["x"], out), inputs={"x": SQ}, out_shape=SQ),
+        cupy_case("examples/transpose.transpose_cupy", call=lambda i, out: ex("transpose.transpose_cupy")(i["x"], out),
+            inputs={"x": SQ}, out_shape=SQ),
+        cupy_case("examples/transpose.transpose_coarsened_config",
+            call=lambda i, out: ex("transpose.transpose_coarsened_config")(i["x"], out, (32, 8, 4)),
+            inputs={"x": SQ}, out_shape=SQ),
+        numba_case("transpose_numba", call=lambda i, out: tr.transpose_numba(i["x"], out, variant="coarsened"),
+            inputs={"x": SQ_NUMBA}, out_shape=SQ_NUMBA),
+    ]
+
+
+# Functions taking an output that need no overlap case, and why.
+OVERLAP_EXEMPT = {
+    "check_operands": "the argument check the wrappers above call",
+}

@@ -263,3 +263,46 @@ def test_example_cupy_wrapper_rejects_bad_input(case):
 
     desc, call, exc, words = bad_calls(cp.asarray, example().vector_add_cupy)[case]
     check_bad(call, exc, words)
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+# Wrong results planted in a copy of examples/vector_add.py: the example must exit
+# non-zero (tests/test_examples.py), and so must its notebook
+# (tests/test_notebooks.py). (file in the copy, old, new, impl: numba faults
+# run in the simulator on the CPU, cupy faults on the GPU)
+EXAMPLE_FAULTS = [
+    ("vector_add.py", "out[i] = a[i] + b[i]", "out[i] = a[i] - b[i]", "numba"),
+    ("vector_add.cu", "out[i] = a[i] + b[i];", "out[i] = a[i] * b[i];", "cupy"),
+]
+
+# A page's planted fault given by hand, where the automatic wrong-result
+# mutation hits code whose result cannot be checked (tests/mutants.py):
+# "file:section:function" -> (old, new, why). An unused one fails.
+MUTANT_OVERRIDES = {
+    "examples/vector_add.py:numba_launch:add_with_numba": (
+        "(n + threads - 1) // threads", "n // threads",
+        "+ -> - in the rounding drops a block, which the bounds guard hides only when n is a multiple"),
+    "examples/vector_add.py:cupy_wrapper:vector_add_cupy": (
+        "(n + threads - 1) // threads", "n // threads", "as add_with_numba"),
+    "examples/vector_add.py:too_big_block:add_in_one_block": (
+        "np.int64(a.size)", "np.int64(a.size - 1)", "a second block of the grid is idled by the guard"),
+}
+
+
+def overlap_cases() -> list:
+    """This chapter's wrappers that take an output: each must refuse one
+    that overlaps an input (tests/test_overlap.py)."""
+    from kernels import vector_add as va
+    from tests.overlap import cupy_case, numba_case, ex, N, N1
+
+    return [
+        cupy_case("vector_add_cupy", call=lambda i, out: va.vector_add_cupy(i["a"], i["b"], out, variant="guard"),
+            inputs={"a": (N,), "b": (N,)}, out_shape=(N,)),
+        cupy_case("examples/vector_add.vector_add_cupy",
+            call=lambda i, out: ex("vector_add.vector_add_cupy")(i["a"], i["b"], out),
+            inputs={"a": (N,), "b": (N,)}, out_shape=(N,)),
+        numba_case("vector_add_numba", call=lambda i, out: va.vector_add_numba(i["a"], i["b"], out, threads=32),
+            inputs={"a": (N1,), "b": (N1,)}, out_shape=(N1,)),
+    ]

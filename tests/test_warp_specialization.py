@@ -213,3 +213,55 @@ def test_gemm_refuses_bad_input():
         hg.hopper_gemm(A, A, kernel="hg_magic")
     C = hg.hopper_gemm(A[:, :0].copy(), A[:, :0].copy())
     assert C.shape == (64, 64) and not bool(C.any())  # K = 0: C = 0
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+# Wrong results planted in a copy of examples/warp_specialization.py: the example must exit
+# non-zero (tests/test_examples.py), and so must its notebook
+# (tests/test_notebooks.py). (file in the copy, old, new, impl: numba faults
+# run in the simulator on the CPU, cupy faults on the GPU)
+# the Numba step reads its tile one off; the CUDA C steps add -b; the GEMM swaps a pair of columns
+EXAMPLE_FAULTS = [
+    ("warp_specialization.py", "buf[q + e] = x[base + q + e]", "buf[q + e] = x[base + q + e] + float32(1.0)", "numba"),
+    ("warp_specialization.cu", "v.x = fmaf(v.x, a, b);", "v.x = fmaf(v.x, a, -b);", "cupy"),
+    ("hopper_gemm.cu",
+     "make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1])",
+     "make_float2(d[4 * j + 2 * h + 1], d[4 * j + 2 * h])",
+     "cupy"),
+]
+
+# A page's planted fault given by hand, where the automatic wrong-result
+# mutation hits code whose result cannot be checked (tests/mutants.py):
+# "file:section:function" -> (old, new, why). An unused one fails.
+MUTANT_OVERRIDES = {
+    "kernels/cuda/warp_specialization.cu:ws_sync:ws_sync": (
+        "out4[base + q] = work(buf[q], a, b, k);", "out4[base + q] = work(buf[q], a, b, k + 1);",
+        "the first + is the load guard: loads past the end are never stored"),
+    "kernels/cuda/warp_specialization.cu:ws_cpasync:ws_cpasync": (
+        "[q] = work(ring[s][q], a, b, k);", "[q] = work(ring[s][q], a, b, k + 1);", "as ws_sync: a copy guard"),
+    "kernels/cuda/warp_specialization.cu:ws_pipeline:ws_pipeline": (
+        "[q] = work(ring[s][q], a, b, k);", "[q] = work(ring[s][q], a, b, k + 1);", "as ws_sync: a copy guard"),
+}
+
+
+def overlap_cases() -> list:
+    """This chapter's wrappers that take an output: each must refuse one
+    that overlaps an input (tests/test_overlap.py)."""
+    from kernels import warp_specialization as ws
+    from tests.overlap import cupy_case, numba_case, ex, N, SIM, N4
+
+    return [
+        cupy_case("stream", shift=4,  # 16-byte copies: views stay 16-byte aligned
+            call=lambda i, out: ws.stream(i["x"], out, k=3, step="ws_tma"), inputs={"x": (N,)}, out_shape=(N,)),
+        cupy_case("examples/warp_specialization.stream", shift=4,
+            call=lambda i, out: ex("warp_specialization.stream")(i["x"], out, k=3, step="ws_regbuf"),
+            inputs={"x": (N,)}, out_shape=(N,)),
+        # tiles of 2048 floats: in the simulator 2 blocks of 256 threads (n a multiple of 4)
+        numba_case("stream_numba", shift=4, call=lambda i, out: ws.stream_numba(i["x"], out, k=2, blocks=2),
+            inputs={"x": (N4 if not SIM else 4096,)}, out_shape=(N4 if not SIM else 4096,)),
+        numba_case("examples/warp_specialization.stream_numba", shift=4,
+            call=lambda i, out: ex("warp_specialization.stream_numba")(i["x"], out, k=2, blocks=2),
+            inputs={"x": (N4 if not SIM else 4096,)}, out_shape=(N4 if not SIM else 4096,)),
+    ]

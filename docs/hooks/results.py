@@ -10,6 +10,11 @@ A page asks for results with HTML comments (invisible when not rendered):
 
 They become a Markdown table, an image of the plot and the environment stamp,
 read from docs/assets/results/<extra.results_gpu>.json (written by `make bench`).
+
+A page with code blocks that the tests run also shows, under its title, the
+newest GPU test run that ran them (docs/assets/results/test-runs/<gpu>.json,
+written by `make test` on a GPU: tests/record.py); the build fails when the
+page's code changed after that run, or a block of it failed there.
 A topic not measured yet renders a note saying so, never a made-up number
 (and tests/test_results.py fails until it is measured). An unknown topic,
 a column no selected record has, or a `where=` that selects nothing fails
@@ -29,7 +34,20 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from kernels import results  # noqa: E402
-from kernels.bench import TOPICS, labels as _labels, words as _words  # noqa: E402
+from tests import record  # noqa: E402
+
+# the topics' names, column labels and words, read from kernels/bench without
+# importing it (the site builds from the `docs` extra: no Numba, no CuPy)
+TOPICS = results.declared_topics()
+
+
+def _labels(topic: str) -> dict:
+    return dict(TOPICS.get(topic, {}).get("labels", {}))
+
+
+def _words(topic: str) -> dict:
+    return dict(TOPICS.get(topic, {}).get("words", {}))
+
 
 # [ \t]* at the end, not \s*: the blank line after a directive must survive,
 # or the table below an image is glued to it and never renders.
@@ -61,14 +79,14 @@ def check_table(data: dict, topic: str, args: dict) -> None:
     """Fail on a filter that selects nothing, or a column or key no record has."""
     rows = results.select(data, topic)
 
-    def has(key):  # a field of some record, or one results._value derives from it (n, shape[i])
-        return any(key in r or results._value(r, key) is not None for r in rows)
+    def has(key):  # a field of some record, or one results.value derives from it (n, shape[i])
+        return any(key in r or results.value(r, key) is not None for r in rows)
 
     where = dict(w.split(":", 1) for w in args.get("where", "").split(",") if w)
     for key, want in where.items():
         if not has(key):
             raise DirectiveError(f"where= names {key!r}, which no {topic} record has")
-        values = {str(results._value(r, key)) for r in rows}
+        values = {str(results.value(r, key)) for r in rows}
         unknown = [v for v in want.split("|") if v not in values]
         if unknown:
             raise DirectiveError(f"where={key}:{want}: no {topic} record has {key} = {unknown}")
@@ -76,11 +94,11 @@ def check_table(data: dict, topic: str, args: dict) -> None:
     if not chosen:
         raise DirectiveError(f"where={args.get('where')} selects no {topic} record")
     for c in args.get("columns", "").split(","):
-        if results._derived(c):
+        if results.derived(c):
             continue
         if c not in results.HEADERS["zh"] and c not in _labels(topic):
             raise DirectiveError(f"column {c!r} has no label: add it to LABELS in kernels/bench/{topic}.py")
-        if not any(results._value(r, c) is not None for r in chosen):
+        if not any(results.value(r, c) is not None for r in chosen):
             raise DirectiveError(f"column {c!r} is empty in every selected {topic} record")
     order = args.get("order", "").lstrip("-")
     if order and not has(order):
@@ -158,11 +176,31 @@ def _one(data: dict, gpu: str, kind: str, args: dict, src_uri: str, lang: str) -
     return f"![{args.get('alt', topic)}]({rel})"
 
 
+H1 = re.compile(r"^# .*$", re.M)
+
+
+def test_run_line(markdown: str, src_uri: str, lang: str, gpu: str) -> str:
+    """The page with its GPU test run's line under its title (a page with
+    code blocks the tests run; the Chinese twin's record serves both).
+    DirectiveError when the record does not cover the page's code as it is."""
+    zh = ROOT / "docs" / (src_uri[: -len(".en.md")] + ".md" if src_uri.endswith(".en.md") else src_uri)
+    if zh not in record.code_pages():
+        return markdown
+    try:
+        line = record.page_line(record.load(gpu), zh, lang)
+    except ValueError as e:
+        raise DirectiveError(str(e)) from None
+    m = H1.search(markdown)
+    at = m.end() if m else 0
+    return markdown[:at] + "\n\n" + line + markdown[at:]
+
+
 def on_page_markdown(markdown, page, config, files):
     from mkdocs.exceptions import PluginError
 
     gpu = config.get("extra", {}).get("results_gpu", "nvidia-h200")
     try:
-        return render(markdown, page.file.src_uri, _lang(page), gpu)
+        markdown = render(markdown, page.file.src_uri, _lang(page), gpu)
+        return test_run_line(markdown, page.file.src_uri, _lang(page), gpu)
     except DirectiveError as e:
         raise PluginError(str(e)) from None

@@ -33,9 +33,6 @@ names it.
     rel_err_bound(record)     the largest rel_err a correct record of it can
                               have, where 1e-3 is wrong for it (a format's
                               own rounding); tests/test_results.py
-    rel_err_bound(record)     the largest rel_err a correct record of it can
-                              have, where 1e-3 is wrong for it (a format's
-                              own rounding); tests/test_results.py
 
 Only TOPIC, measure, plot and summary are required.
 """

@@ -167,12 +167,6 @@ def rel_err_bound(record: dict) -> float:
     return 2.0**-8 if record["variant"] == "fp8_torch" else 1e-3
 
 
-def rel_err_bound(record: dict) -> float:
-    """torch._scaled_mm writes BF16 (8 significant bits: 2^-9 relative
-    rounding per element); everything else is checked to 1e-3."""
-    return 2.0**-8 if record["variant"] == "fp8_torch" else 1e-3
-
-
 def plot(data: dict, out_dir: Path) -> list[Path]:
     import numpy as np
 

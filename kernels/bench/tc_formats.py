@@ -166,18 +166,6 @@ def rel_err_bound(record: dict) -> float:
     return REL_ERR_BOUND[record["fmt"]]
 
 
-# The error a correct GEMM in each format can reach here: its inputs' rounding
-# (unit roundoff 2^-(mantissa bits + 1) per operand, INT8's scale/2 relative to
-# a row's largest value), with room for the wide inputs' small values and for
-# FP16 sums. The error is what this topic measures; the bound catches a broken one.
-REL_ERR_BOUND = {"fp32": 1e-5, "tf32": 2e-3, "bf16": 1e-2, "fp16": 2e-3, "fp16_acc16": 2e-2, "int8": 0.1,
-                 "fp8_e4m3": 0.1, "fp8_e5m2": 0.2}
-
-
-def rel_err_bound(record: dict) -> float:
-    return REL_ERR_BOUND[record["fmt"]]
-
-
 def plot(data: dict, out_dir: Path) -> list[Path]:
     rows = [r for r in results.select(data, TOPIC) if r["variant"].startswith("error/")]
     if not rows:
