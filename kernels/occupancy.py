@@ -161,12 +161,15 @@ def kernel_occupancy(kern, threads: int, dynamic_smem: int = 0, limits: Limits |
 # --8<-- [end:kernel_occupancy]
 
 
-_ENTRY = re.compile(r'extern "C" __global__ void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(')
+# extern "C" __global__ void [attributes] name( ... , outside comments and #define lines
+# (a macro that stamps kernels out names a parameter, not a kernel)
+_ENTRY = re.compile(r'extern "C" __global__ void\s+(?:__\w+__\s*(?:\([^)]*\))?\s*)*(\w+)\s*\(')
+_NOT_CODE = re.compile(r"//[^\n]*|/\*.*?\*/|^[ \t]*#[ \t]*define(?:[^\n]*\\\n)*[^\n]*", re.S | re.M)
 
 
 def cuda_entry_points(source: str) -> list[str]:
     """The extern "C" kernels of kernels/cuda/<source>, in file order."""
-    return _ENTRY.findall((CUDA_DIR / source).read_text())
+    return _ENTRY.findall(_NOT_CODE.sub(" ", (CUDA_DIR / source).read_text()))
 
 
 def all_cupy_kernels(cc: tuple[int, int] = (9, 0)) -> list[tuple[str, object]]:

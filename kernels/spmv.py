@@ -335,7 +335,8 @@ def cusparse_plan(A, x, out):
         raise TypeError("A, x and out must be float32")
     if x.shape != (A.shape[1],) or out.shape != (A.shape[0],):
         raise ValueError(f"need x of {A.shape[1]} and out of {A.shape[0]} entries, got {x.shape} and {out.shape}")
-    checks.require_no_overlap("out", out, x=x)  # cuSPARSE would read x where it has written out
+    # cuSPARSE would read x or the matrix where it has written out
+    checks.require_no_overlap("out", out, x=x, data=A.data, indices=A.indices, indptr=A.indptr)
     handle = device.get_cusparse_handle()
     desc_a, desc_x, desc_y = cs.SpMatDescriptor.create(A), cs.DnVecDescriptor.create(x), cs.DnVecDescriptor.create(out)
     alpha, beta = np.array(1.0, np.float32), np.array(0.0, np.float32)
