@@ -11,6 +11,8 @@ is about are there.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kernels import tensor_cores as tc
@@ -231,6 +233,38 @@ def test_hopper_has_no_int4_tensor_instruction():
     assert not any(".S4" in op for op in k["mma_s4"]) and "IMMA.16832.S8.S8" in k["mma_s4"], k["mma_s4"]
     count = {name: len(ops) for name, ops in k.items()}
     assert count["mma_s8"] <= 60 and count["mma_s4"] >= 200, count  # "from 40 SASS instructions to over 200"
+
+
+B1_MMA = r"""
+extern "C" __global__ void mma_b1(const unsigned* a, const unsigned* b, int* c) {
+    unsigned a0 = a[threadIdx.x], a1 = a[threadIdx.x + 32], a2 = a[threadIdx.x + 64], a3 = a[threadIdx.x + 96];
+    unsigned b0 = b[threadIdx.x], b1 = b[threadIdx.x + 32];
+    int d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+    asm volatile("mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.and.popc "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+r"(d0), "+r"(d1), "+r"(d2), "+r"(d3)
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    c[threadIdx.x] = d0 + d1 + d2 + d3;
+}
+"""
+
+
+def test_hopper_keeps_the_one_bit_and_popc_tensor_instruction():
+    """The page: besides INT8, sm_90 still compiles the 1-bit AND-and-count
+    mma.sync to one BMMA.168256.AND.POPC."""
+    import tempfile
+
+    from kernels import sass
+
+    if not sass.available():
+        pytest.skip("nvcc, cuobjdump or nvdisasm not found")
+    rc, report, cubin = sass.nvcc(B1_MMA, ["-arch=sm_90"])
+    assert rc == 0, report
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "k.cubin").write_bytes(cubin)
+        text = sass._run([sass.tool("cuobjdump"), "-sass", str(Path(tmp) / "k.cubin")])
+    ops = [ln.split("*/", 1)[1].split()[0] for ln in text.splitlines() if "MMA" in ln and "*/" in ln]
+    assert ops == ["BMMA.168256.AND.POPC"], ops
 
 
 # ---------------------------------------------------------------------------

@@ -414,6 +414,8 @@ def claims(data: dict) -> None:
     assert g["numba_rows"]["ratio"] < 0.2                                    # the Numba row kernel: slowest
     d64 = [r for r in rows if r["shape"] == [BH, GOAL_N, 64] and not r["causal"] and r["step"] == "fp32_async"]
     assert max(r["ratio"] for r in d64) > 4.0                                # d = 64: past 4x naive
+    gemms64 = next(r for r in rows if r["shape"] == [BH, GOAL_N, 64] and r["variant"] == "gemms_only")
+    assert min(r["ms"] for r in d64) < gemms64["ms"]  # the two GEMMs alone are no lower bound: at d = 64 fused wins
     # FP16 on the Tensor Cores: the >= 0.5 x torch goal holds at the goal size and at every N >= 2048
     assert 0.5 <= g["fp16"]["vs_torch"] < 1.0
     fp16 = [r for r in rows if r["step"] == "fp16" and "vs_torch" in r and not r["causal"]]

@@ -248,6 +248,8 @@ def claims(data: dict) -> None:
     assert rec("bf16")["ratio"] > 10 and rec("int8")["ratio"] > 20                  # over 10x and 20x
     assert all(r["ratio"] < 2 for r in rows if r["shape"][0] == 256)                 # little difference at 256
     assert all(r["tflops"] < 5 for r in rows if r["shape"][0] == 256)                # a few TFLOP/s at 256
+    for fmt in ("tf32", "bf16", "fp16", "int8"):  # n = 256 .. 1024: one call's time hardly changes (the call rate)
+        assert rec(fmt, 1024)["ms"] < 1.5 * rec(fmt, 256)["ms"] and rec(fmt, 1024)["ms"] < 0.05, fmt
     assert max(r["tflops"] for r in rows if r["variant"] == "bf16") < 0.8 * DATASHEET["NVIDIA H200"]["bf16"]
     if any(r["impl"] == "torch" for r in rows):
         assert abs(rec("fp16_torch", impl="torch")["tflops"] / rec("fp16")["tflops"] - 1) < 0.1  # the same cuBLAS
