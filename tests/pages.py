@@ -217,12 +217,15 @@ if __name__ == "__main__":
 
 def build_site(out: Path, **env: str) -> str:
     """mkdocs build --strict into `out` (extra environment variables, e.g.
-    SITE_URL); fails on an error or a warning; returns the build log."""
+    SITE_URL; the caller's own SITE_URL and REPO_URL are not passed on, so the
+    default build is the one without addresses); fails on an error or a
+    warning; returns the build log."""
     import os
     import subprocess
     import sys
 
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", **env)  # an end-of-life banner, not a build warning
+    base = {k: v for k, v in os.environ.items() if k not in ("SITE_URL", "REPO_URL")}
+    env = dict(base, NO_MKDOCS_2_WARNING="1", **env)  # an end-of-life banner, not a build warning
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
     log = proc.stdout + proc.stderr

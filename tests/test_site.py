@@ -263,3 +263,11 @@ def test_the_hooks_need_only_the_docs_extra():
     assert proc.returncode == 0, proc.stderr[-3000:]
     loaded = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "kernels.bench" not in loaded and not any(m.startswith("kernels.bench.") for m in loaded), loaded
+
+
+def test_no_sitemap_without_an_address(site):
+    """Built without SITE_URL there is no address to put in a sitemap: no
+    sitemap.xml (MkDocs would write "None./"); with it, test_site_and_repo_url_...
+    checks a real one."""
+    assert not (site / "sitemap.xml").exists() and not (site / "sitemap.xml.gz").exists()
+    assert "None./" not in "".join(p.read_text(errors="ignore") for p in site.glob("*.xml"))

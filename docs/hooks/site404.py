@@ -6,6 +6,9 @@ builds each language in turn and the last one writes 404.html (mkdocs.yml
 builds zh last, the default audience). Its language switch is left over
 from the last page built (it pointed at the notebook); here it is pointed
 at each language's home page instead.
+
+It also removes sitemap.xml (and .gz) when no SITE_URL was given: a
+sitemap holds absolute addresses, and without one MkDocs writes "None./".
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ HOME = re.compile(r'(<a class="home-link" data-lang="(zh|en)" )href="[^"]*"')
 
 
 def on_post_build(config):
+    if not config.get("site_url"):
+        for name in ("sitemap.xml", "sitemap.xml.gz"):
+            (Path(config["site_dir"]) / name).unlink(missing_ok=True)
     path = Path(config["site_dir"]) / "404.html"
     if not path.exists():
         return
