@@ -121,6 +121,11 @@ class Fence:
     info: str
     lineno: int
     includes: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # the lines between the fence's marks
+
+    @property
+    def body(self) -> str:
+        return "\n".join(self.lines) + "\n"
 
 
 @dataclass
@@ -145,7 +150,8 @@ def split_front_matter(text: str) -> tuple[dict, str]:
 
 
 def fences(text: str) -> list[Fence]:
-    """Code fences of a page (unexpanded), with the files each includes."""
+    """Code fences of a page (unexpanded, or expanded by `expand`), with
+    their lines and the files each includes."""
     out, current, ticks = [], None, ""
     for i, ln in enumerate(text.splitlines(), 1):
         m = FENCE.match(ln)
@@ -156,7 +162,9 @@ def fences(text: str) -> list[Fence]:
             if ln.strip() == ticks:
                 out.append(current)
                 current = None
-            elif INCLUDE.match(ln):
+                continue
+            current.lines.append(ln)
+            if INCLUDE.match(ln):
                 current.includes.append(INCLUDE.match(ln).group("target"))
     return out
 

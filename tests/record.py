@@ -47,28 +47,13 @@ def load(gpu_slug: str) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {"schema": SCHEMA, "runs": {}}
 
 
-def _fenced(text: str) -> list[tuple[str, str]]:
-    """(info, body) of every code fence of a Markdown text."""
-    out, info, ticks, body = [], None, "", []
-    for ln in text.splitlines():
-        m = P.FENCE.match(ln)
-        if info is None and m:
-            info, ticks, body = m.group("info").strip(), m.group("ticks"), []
-        elif info is not None and ln.strip() == ticks:
-            out.append((info, "\n".join(body) + "\n"))
-            info = None
-        elif info is not None:
-            body.append(ln)
-    return out
-
-
 def page_sources(page: Path) -> dict[str, str]:
     """{what: code hash} of the code a page shows and runs: its code fences
     with their includes expanded (the Chinese page; its English twin holds
     the same blocks), and every kernels/cuda file that code names (a block
     that loads it runs it). Comments, docstrings and layout do not count."""
     _, body = P.split_front_matter(page.read_text())
-    fences = _fenced(P.expand(body))
+    fences = [(f.info, f.body) for f in P.fences(P.expand(body))]
     out = {}
     for k, (info, code) in enumerate(fences):
         lang = info.split()[0] if info else ""

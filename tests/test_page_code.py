@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import io
 import json
 import os
 import shutil
@@ -76,25 +75,14 @@ def block_params():
 
 @pytest.mark.parametrize("page,block", block_params())
 def test_block_has_no_undefined_name(page, block):
-    from pyflakes import api, messages
-    from pyflakes.reporter import Reporter
+    from pyflakes import messages
 
-    class Collect(Reporter):
-        def __init__(self):
-            super().__init__(io.StringIO(), io.StringIO())
-            self.found = []
+    from tests.test_lint import flakes
 
-        def flake(self, message):
-            if isinstance(message, (messages.UndefinedName, messages.UndefinedLocal,
-                                    messages.UndefinedExport)):
-                self.found.append(str(message))
-
-        def syntaxError(self, filename, msg, lineno, offset, text):
-            self.found.append(f"syntax error line {lineno}: {msg}")
-
-    rep = Collect()
-    api.check(block.code, f"{ids(page)}:{block.lineno}", rep)
-    assert not rep.found, "\n".join(rep.found)
+    found = [str(f) for f in flakes(block.code, f"{ids(page)}:{block.lineno}")
+             if isinstance(f, str) or isinstance(f, (messages.UndefinedName, messages.UndefinedLocal,
+                                                     messages.UndefinedExport))]
+    assert not found, "\n".join(found)
 
 
 @pytest.mark.parametrize("page,block", block_params())
