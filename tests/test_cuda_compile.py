@@ -53,6 +53,22 @@ def test_every_source_has_one_build():
     assert set(builds()) == {s.name for s in SOURCES}
 
 
+def test_a_plain_build_compiles_as_the_examples_load_cuda_does():
+    """The library's plain build and the examples' load_cuda (its master in
+    kernels/standalone.py) give NVRTC the same options."""
+    import ast
+    import inspect
+    import textwrap
+
+    from kernels import standalone
+    from kernels.device import NVRTC_OPTIONS
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(standalone.load_cuda)))
+    given = [ast.literal_eval(k.value) for n in ast.walk(tree) if isinstance(n, ast.Call)
+             for k in n.keywords if k.arg == "options"]
+    assert given == [NVRTC_OPTIONS]
+
+
 EXPECT_SPILLS = re.compile(r"//\s*EXPECT_SPILLS:\s*(\w+)")
 PROPS = re.compile(r"Function properties for (\w+)\s*\n\s*\d+ bytes stack frame, (\d+) bytes spill stores, "
                    r"(\d+) bytes spill loads")
