@@ -62,7 +62,15 @@ _outcomes: dict[str, tuple[str, str]] = {}
 
 
 def pytest_runtest_logreport(report):
-    """Each test's outcome (under xdist the workers' reports reach the controller)."""
+    """Each test's outcome (under xdist the workers' reports reach the controller);
+    with HANDBOOK_TIMES=path, each test's time and outcome appended to that
+    file as it ends (to see where a run's minutes go, even one cut short)."""
+    import os
+
+    log = os.environ.get("HANDBOOK_TIMES")
+    if log and (report.when == "call" or report.failed or report.skipped):
+        with open(log, "a") as f:
+            f.write(f"{report.duration:8.2f} {report.when:8} {report.outcome:7} {report.nodeid}\n")
     prev = _outcomes.get(report.nodeid, ("passed", ""))
     if report.failed:
         _outcomes[report.nodeid] = ("failed", "")

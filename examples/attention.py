@@ -587,6 +587,11 @@ def check_attention_numba(cases=NB_SIM_CASES):
             raise AssertionError(f"numba at BH={bh}, N={n}, d={d}, causal={causal}, scale {scale:g}: "
                                  f"relative error {err:.1e}")
         worst = max(worst, err)
+    q, k, v = attention_inputs(1, 5, 64, seed=5)
+    buf = cuda.to_device(np.stack([q, k, v, np.full(q.shape, np.nan, dtype=np.float32)]))
+    attention_numba(buf[0], buf[1], buf[2], False, buf[3])  # q, k, v, out one after another: accepted
+    if not rel_err(buf[3].copy_to_host(), attention_reference(q, k, v, False)) < 1e-5:
+        raise AssertionError("numba with q, k, v and out one after another in one buffer: wrong answer")
     return worst
 # --8<-- [end:attention_check]
 

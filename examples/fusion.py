@@ -591,6 +591,11 @@ def check_gelu_numba(shapes=((1, 1), (3, 5), (7, 33), (2, 70))):
         if not err < TOL:
             raise AssertionError(f"numba bias_gelu_residual at {M} x {N}: relative error {err:.1e}")
         worst = max(worst, err)
+    x, bias, residual = gelu_inputs(3, 5, seed=8)
+    buf = cuda.to_device(np.stack([x, residual, np.full(x.shape, np.nan, dtype=np.float32)]))
+    bias_gelu_residual_numba(buf[0], cuda.to_device(bias), buf[1], buf[2])  # x, residual, out in a row: accepted
+    if not rel_err(buf[2].copy_to_host(), bias_gelu_residual_reference(x, bias, residual)) < TOL:
+        raise AssertionError("numba bias_gelu_residual with out right after residual in one buffer: wrong answer")
     return worst
 
 
@@ -608,6 +613,11 @@ def check_softmax_numba(shapes=((1, 1), (2, 5), (3, 70)), scales=(1.0, 1e4), thr
             if not err < TOL:
                 raise AssertionError(f"numba softmax at {M} x {N}, scale {scale:g}: relative error {err:.1e}")
             worst = max(worst, err)
+    x = np.random.default_rng(6).standard_normal((2, 5)).astype(np.float32)
+    buf = cuda.to_device(np.stack([x, np.full(x.shape, np.nan, dtype=np.float32)]))
+    softmax_rows_numba(buf[0], buf[1], threads=threads)  # out right after x in one buffer: accepted
+    if not rel_err(buf[1].copy_to_host(), softmax_reference(x)) < TOL:
+        raise AssertionError("numba softmax with out right after x in one buffer: wrong answer")
     return worst
 # --8<-- [end:fusion_numba_check]
 

@@ -668,6 +668,12 @@ def check_norm_numba(n=250, threads=32):
         print("numba norm, out inside p: rejected (they share memory)")
     else:
         raise AssertionError("norm_numba accepted an out that overlaps p")
+    host = np.full((4, n), np.nan, dtype=np.float32)
+    host[:3] = aos.T
+    buf = cuda.to_device(host)
+    got = norm_numba(buf[:3], "soa", buf[3], threads=threads).copy_to_host()  # out right after p: accepted
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    print("numba norm, out right after p in one buffer: accepted")
 # --8<-- [end:numba_points]
 
 

@@ -520,6 +520,15 @@ def check_spmv_numba(kernel="vector", n=100):
         if not err < tolerance(indptr):
             raise AssertionError(f"numba {kernel} on {name}: relative error {err:.1e}")
         worst = max(worst, err)
+    indptr, indices, data = power_law(n, 8.0, seed=3)  # n x n: x and out both of n floats
+    host = np.full((2, n), np.nan, dtype=np.float32)
+    host[0] = np.random.default_rng(11).standard_normal(n)
+    buf = cuda.to_device(host)
+    arrays = (cuda.to_device(a) for a in (indptr, indices, data))
+    spmv_numba(*arrays, buf[0], buf[1], kernel=kernel)  # out right after x in one buffer: accepted
+    x, got = buf.copy_to_host()
+    if not rel_err(got, spmv_reference(indptr, indices, data, x)) < tolerance(indptr):
+        raise AssertionError(f"numba {kernel} with out right after x in one buffer: wrong answer")
     return worst
 # --8<-- [end:spmv_numba_check]
 

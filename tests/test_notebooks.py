@@ -8,9 +8,11 @@ simulator on the CPU, everything on a GPU. It runs through a Jupyter kernel
 machine with only the runtime packages), its code cells run in order as one
 script in a fresh interpreter, which is what a kernel does with them (these
 runs are `make check`'s; `make test` checks that the notebooks hold the
-examples' code, and runs the examples). A
+examples' code, and runs the examples). Every
 planted fault (tests/test_examples.py's FAULTS) in the example a notebook
-is made from must make the notebook fail.
+is made from must reach the notebook (a text check, `make test`), and one
+fault of each example must make the notebook fail through Jupyter
+(`make check`).
 """
 
 from __future__ import annotations
@@ -107,20 +109,64 @@ def test_notebook_runs_at_the_test_size(example, tmp_path):
     assert proc.returncode == 0, f"{example.stem}.ipynb failed ({runner()}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
 
 
+def _mutated(example: str, file: str, old: str, new: str, folder: Path) -> Path:
+    """A copy of the example (and its .cu files) in folder, with old -> new in file."""
+    for cu in NB.cuda_files((ROOT / "examples" / example).read_text()):
+        shutil.copy(ROOT / "kernels/cuda" / cu, folder / cu)
+    shutil.copy(ROOT / "examples" / example, folder / example)
+    text = (folder / file).read_text()
+    assert text.count(old) >= 1, f"{old!r} not in {file}"
+    (folder / file).write_text(text.replace(old, new))
+    return folder / example
+
+
+def _cells(notebook_text: str) -> list[str]:
+    return ["".join(c["source"]) for c in json.loads(notebook_text)["cells"]]
+
+
+@pytest.mark.parametrize("example, file, old, new, impl",
+                         [pytest.param(*p.values, id=p.id) for p in fault_params()])  # text only: no GPU needed
+def test_a_fault_in_the_example_is_in_its_notebook(example, file, old, new, impl, tmp_path):
+    """Every planted fault of tests/test_examples.py (each proven there to
+    make the example exit nonzero) reaches the notebook made from the
+    example: each cell is the unmutated notebook's, or that cell with the
+    same change, and the changed cells carry every place the fault changed
+    in the file. With test_a_fault_in_the_example_fails_its_notebook (one
+    fault per example run through Jupyter) this proves the notebooks catch
+    them all, without running each fault through a Jupyter kernel."""
+    pristine = _cells(NB.to_notebook_json(ROOT / "examples" / example))
+    mutated = _cells(NB.to_notebook_json(_mutated(example, file, old, new, tmp_path), cuda_dir=tmp_path))
+    assert len(mutated) == len(pristine)
+    changed = [p for p, m in zip(pristine, mutated) if m != p]
+    assert all(m in (p, p.replace(old, new)) for p, m in zip(pristine, mutated))
+    wanted = (ROOT / ("examples" if file.endswith(".py") else "kernels/cuda") / file).read_text().count(old)
+    assert sum(p.count(old) for p in changed) == wanted, "the notebook does not carry every change the fault made"
+
+
+def one_fault_per_example():
+    """One planted fault of each example: its first in the path this machine
+    runs (CuPy on a GPU, Numba in the simulator without one), else its first."""
+    prefer = "cupy" if _gpu() else "numba"
+    chosen = {}
+    for param in fault_params():
+        example, impl = param.values[0], param.values[4]
+        if example not in chosen or (impl == prefer and chosen[example].values[4] != prefer):
+            chosen[example] = param
+    return list(chosen.values())
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("example, file, old, new, impl", fault_params())
+@pytest.mark.parametrize("example, file, old, new, impl", one_fault_per_example())
 def test_a_fault_in_the_example_fails_its_notebook(example, file, old, new, impl, tmp_path):
+    """Through a Jupyter kernel: a planted fault makes the notebook fail (an
+    exception in a cell stops the run), one per example; the test above
+    carries the rest of the faults to the notebooks."""
     src = tmp_path / "src"
     src.mkdir()
-    shutil.copy(ROOT / "examples" / example, src / example)
-    for cu in NB.cuda_files((ROOT / "examples" / example).read_text()):
-        shutil.copy(ROOT / "kernels/cuda" / cu, src / cu)
-    text = (src / file).read_text()
-    assert text.count(old) >= 1, f"{old!r} not in {file}"
-    (src / file).write_text(text.replace(old, new))
+    script = _mutated(example, file, old, new, src)
     run = tmp_path / "run"
     run.mkdir()
-    proc = execute(at_test_size(NB.to_notebook_json(src / example, cuda_dir=src)), run)
+    proc = execute(at_test_size(NB.to_notebook_json(script, cuda_dir=src)), run)
     assert proc.returncode != 0, f"{example}: the notebook ran with a planted fault ({runner()}):\n{proc.stdout[-2000:]}"
 
 
