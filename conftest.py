@@ -44,7 +44,27 @@ def pytest_report_header(config):
     return f"gpu-handbook: {target}; {sim}"
 
 
+def pytest_configure(config):
+    """HANDBOOK_TIMES: this process (the controller under xdist) writes the
+    tests' times; the workers and any pytest a test starts do not."""
+    import os
+
+    if os.environ.get("HANDBOOK_TIMES") and not hasattr(config, "workerinput"):
+        os.environ.setdefault("HANDBOOK_TIMES_OWNER", str(os.getpid()))
+
+
+# The slow proofs that take minutes each start first, so that under xdist
+# they run beside the many short tests rather than after them.
+LONG_FIRST = ("test_planted_faults_fail_the_gpu_blocks", "test_planted_faults_fail_the_cpu_blocks",
+              "test_compiles_for_every_architecture_a_reader_may_have", "test_example_exits_nonzero_on_a_planted_fault")
+
+
 def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        name = getattr(item, "originalname", None) or item.name
+        return LONG_FIRST.index(name) if name in LONG_FIRST else len(LONG_FIRST)
+
+    items.sort(key=rank)  # stable: the rest keep their order
     for item in items:
         if "built_site" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("site"))
@@ -68,7 +88,8 @@ def pytest_runtest_logreport(report):
     import os
 
     log = os.environ.get("HANDBOOK_TIMES")
-    if log and (report.when == "call" or report.failed or report.skipped):
+    if (log and os.environ.get("HANDBOOK_TIMES_OWNER") == str(os.getpid())
+            and (report.when == "call" or report.failed or report.skipped)):
         with open(log, "a") as f:
             f.write(f"{report.duration:8.2f} {report.when:8} {report.outcome:7} {report.nodeid}\n")
     prev = _outcomes.get(report.nodeid, ("passed", ""))

@@ -260,6 +260,10 @@ def run_driver(page: Path, specs: list[dict], blocks: str, tmp_path: Path, env_e
             proc = subprocess.run([sys.executable, "-m", "tests.fault_driver", str(spec)], cwd=root,
                                   env=env, capture_output=True, text=True, timeout=1800)
             done = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+            if os.environ.get("HANDBOOK_TIMES"):  # each mutant's time beside the tests' (conftest.py)
+                with open(os.environ["HANDBOOK_TIMES"], "a") as f:
+                    f.writelines(f"{d.get('seconds', 0):8.2f} mutant   {'caught' if d['failed'] else 'SURVIVED'} "
+                                 f"{ids(page)} {blocks} {d['id']}\n" for d in done)
             if not done and proc.returncode < 0:  # killed by a signal in its first mutant: that mutant failed the page
                 done = [{"id": todo[0]["id"], "what": todo[0]["what"], "failed": True, "blocks": [],
                          "error": [f"the process died of signal {-proc.returncode}"]}]
