@@ -492,17 +492,38 @@ def _derive(data: dict, topic: str, r: dict, key: str):
     return base[field] / r[field] if prefix == "speedup_vs_" else r[field] / base[field]
 
 
+MAX_COLUMNS = 7  # wider tables do not fit the text column (1280 px screen); they are split
+
+
 def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
                  where: dict | None = None, order: str | None = None, labels: dict | None = None,
-                 words: dict | None = None) -> str:
+                 words: dict | None = None, max_columns: int = MAX_COLUMNS) -> str:
     """A markdown table of a topic's records; `order` names a key to sort by
     ("-key": descending; records without it last), else impl, variant, size.
     `labels` ({key: (Chinese, English)}) names the topic's own columns;
     `words` ({key: {word: (Chinese, English)}}) translates the words of a
-    text column, joined by " + " (e.g. what bounds an occupancy)."""
+    text column, joined by " + " (e.g. what bounds an occupancy).
+
+    More than max_columns columns make several tables, one after another:
+    each repeats the leading columns that name a row (those before the first
+    numeric one) and takes the next numbers in the order given."""
     rows = select(data, topic, where)
     if not rows:
         return ""
+    if len(columns) > max_columns:
+        first = rows[0]
+        keys = 0
+        while keys < len(columns) - 1 and not isinstance(
+                _derive(data, topic, first, columns[keys]) if derived(columns[keys]) else value(first, columns[keys]),
+                (int, float)):
+            keys += 1
+        keys = max(1, min(keys, max_columns - 1))
+        rest, width = columns[keys:], max_columns - keys
+        parts = -(-len(rest) // width)
+        size = -(-len(rest) // parts)  # even parts: 9 numbers in two tables are 5 and 4, not 6 and 3
+        return "\n\n".join(render_table(data, topic, columns[:keys] + rest[k:k + size], lang, where, order,
+                                          labels, words, max_columns=len(columns))
+                            for k in range(0, len(rest), size))
     if order:  # "-key": largest first
         key, sign = (order[1:], -1) if order.startswith("-") else (order, 1)
         rows.sort(key=lambda r: (value(r, key) is None, sign * (value(r, key) or 0), r["shape"]))

@@ -185,7 +185,8 @@ def structure(text: str) -> Structure:
         headings=headings,
         fences=[(f.info.split()[0] if f.info else "", tuple(f.includes)) for f in fs],
         images=IMAGE.findall(body),
-        directives=[" ".join(d) for d in DIRECTIVE.findall(body)],
+        # a plot's alt text is in the page's language; the rest must agree
+        directives=[re.sub(r'\s*\balt="[^"]*"', "", " ".join(d)) for d in DIRECTIVE.findall(body)],
         admonitions=sum(1 for ln in body.splitlines() if ADMONITION.match(ln)),
         mermaid=sum(1 for f in fs if f.info.startswith("mermaid")),
     )

@@ -14,6 +14,7 @@ installs Chromium from the OS packages (.ci/run).
 from __future__ import annotations
 
 import contextlib
+import re
 import functools
 import http.server
 import shutil
@@ -139,22 +140,48 @@ def test_page_does_not_scroll_sideways_on_a_phone(browser, server, path):
         ctx.close()
 
 
-@pytest.mark.parametrize("lang, query", [("en/", q) for q in ("coalescing", "occupancy", "tiling", "roofline", "measured")]
-                         + [("", q) for q in ("占用率", "合并访问", "共享内存", "bank 冲突", "bank冲突")])
-def test_search_finds_words_and_lists_this_language_first(browser, server, lang, query):
+# (site language, query, a page that must be among the first three pages listed)
+SEARCHES = [("en/", "coalescing", "memory-hierarchy/"), ("en/", "occupancy", "occupancy/"),
+            ("en/", "tiling", "matmul/"), ("en/", "roofline", "occupancy/"), ("en/", "measured", None),
+            ("en/", "TMA", "warp-specialization/"), ("en/", "wgmma", "warp-specialization/"),
+            ("en/", "mbarrier", "warp-specialization/"), ("en/", "softmax", "algorithms/"),
+            ("", "占用率", "occupancy/"), ("", "合并访问", "memory-hierarchy/"), ("", "共享内存", "memory-hierarchy/"),
+            ("", "bank 冲突", "memory-hierarchy/"), ("", "bank冲突", "memory-hierarchy/"),
+            ("", "存储体冲突", "memory-hierarchy/"), ("", "张量核心", "tensor-cores/"),
+            ("", "线程束分化", "divergence/"), ("", "能耗", "memory-hierarchy/"), ("", "TMA", "warp-specialization/"),
+            ("", "在线 softmax", "algorithms/"), ("", "稀疏矩阵", "algorithms/")]
+
+
+# what is left of a <mark> cut by the highlighter ("ark>共享", "<ma"), and TeX's \( \)
+FRAGMENT = re.compile(r"(?:^|[\s\u200b])m?a?r?k>|</?m(?:a(?:rk?)?)?(?![\w])|\\[()]")
+
+
+@pytest.mark.parametrize("lang, query, want", SEARCHES)
+def test_search_finds_the_page_in_the_readers_language_and_shows_clean_text(browser, server, lang, query, want):
     """English words are found whole (the index is not stemmed: Material
     queries with a trailing wildcard, which lunr does not stem), Chinese
-    words through jieba's segmentation; the first result is a page of the
-    language searched from."""
+    words through jieba's segmentation. The first result is a page of the
+    language searched from (docs/javascripts/search-language.js), the page
+    that teaches the word is among the first three, and no title or snippet
+    shows a piece of the highlighter's markup ("ark>", the index once held
+    pages twice) or raw TeX (docs/hooks/search.py)."""
     with opened(browser, server, lang) as (ctx, page):
         page.wait_for_timeout(1000)  # the search worker loads the index
         page.keyboard.press("s")     # Material's shortcut: focus the search box
         page.fill("input.md-search__input", query)
         page.keyboard.press("End")
         page.wait_for_selector(".md-search-result__item > a", timeout=10000)
+        page.wait_for_timeout(300)
         hrefs = page.eval_on_selector_all(".md-search-result__item > a", "as => as.map(a => a.pathname)")
+        texts = page.eval_on_selector_all(".md-search-result__item > a", "as => as.map(a => a.innerText)")
         assert hrefs, query
         assert hrefs[0].startswith("/en/") == (lang == "en/"), hrefs[:3]
+        pages = list(dict.fromkeys(h for h in hrefs))[:3]
+        if want:
+            assert f"/{lang}{want}" in pages, (query, pages)
+        bad = [s for s in texts if FRAGMENT.search(s)]
+        assert not bad, bad[:3]
+        assert not page.locator(".md-search-result__terms:visible").count()  # no struck-out pieces of the word
 
 
 def test_tabs_switch_together(browser, server):
@@ -213,3 +240,48 @@ def test_language_switch_lands_on_the_same_page(browser, server, start, other):
         page.goto(link.evaluate("a => a.href"), wait_until="load")
         assert page.url == f"{server}/{other}", page.url
         assert page.evaluate("() => document.documentElement.lang") == lang
+
+
+@pytest.mark.parametrize("path", [p for p in page_paths() if "algorithms" in p or "matmul" in p
+                                  or "programming-model" in p or "occupancy" in p])
+def test_display_formulas_have_their_size_on_a_phone(browser, server, path):
+    """At 390 px every display formula keeps the size it has at 1280 px (its
+    block scrolls sideways when wider than the screen), instead of shrinking
+    to a pixel (docs/stylesheets/extra.css)."""
+    with opened(browser, server, path, width=390) as (ctx, page):
+        if not page.locator(".arithmatex").count():
+            pytest.skip(f"{path} has no formula")
+        page.wait_for_selector(".arithmatex mjx-container", timeout=20000)
+        sizes = page.evaluate("() => [...document.querySelectorAll('div.arithmatex mjx-container svg')]"
+                              ".map(s => [s.getBoundingClientRect().width, s.getBoundingClientRect().height])")
+        assert sizes and all(w > 20 and h > 10 for w, h in sizes), sizes
+
+
+def overflowing_tables(page) -> list[dict]:
+    return page.evaluate("""() => [...document.querySelectorAll('.md-typeset__scrollwrap')]
+        .filter(w => w.offsetParent && w.scrollWidth > w.clientWidth + 1)
+        .map(w => ({more: w.scrollWidth - w.clientWidth, cue: w.classList.contains('more-right'),
+                    hint: !!(w.previousElementSibling && w.previousElementSibling.classList.contains('scroll-hint'))}))""")
+
+
+def test_tables_fit_the_column_on_a_wide_screen(browser, server):
+    """At 1280 px at most five tables in the whole site are wider than the
+    text column (a results table of many columns is split,
+    kernels/results.py's render_table), and each of those says it scrolls."""
+    wide = {}
+    for path in page_paths():
+        with opened(browser, server, path, width=1280) as (ctx, page):
+            page.wait_for_timeout(300)
+            tables = overflowing_tables(page)
+            assert all(t["cue"] and t["hint"] for t in tables), (path, tables)
+            if tables:
+                wide[path] = len(tables)
+    assert sum(wide.values()) <= 5, wide
+
+
+@pytest.mark.parametrize("path", ["algorithms/", "en/matmul/"])
+def test_a_table_wider_than_a_phone_says_it_scrolls(browser, server, path):
+    with opened(browser, server, path, width=390) as (ctx, page):
+        page.wait_for_timeout(300)
+        tables = overflowing_tables(page)
+        assert tables and all(t["cue"] and t["hint"] for t in tables), tables

@@ -106,6 +106,18 @@ def test_render_table_and_stamp():
     assert results.render_table(data, "nothing", ["impl"], "en") == ""
 
 
+def test_a_wide_table_is_split_repeating_the_columns_that_name_a_row():
+    data = results.merge(results.load("/nonexistent.json"), *run("vector_add"))
+    cols = ["impl", "variant", "n", "gbps", "ratio", "ms", "gbps", "ratio", "ms", "n"]
+    tables = results.render_table(data, "vector_add", cols, "en", where={"impl": "cupy"}, max_columns=7).split("\n\n")
+    heads = [t.splitlines()[0].strip("| ").split(" | ") for t in tables]
+    assert len(tables) == 2 and all(len(h) <= 7 for h in heads)
+    assert all(h[:2] == heads[0][:2] for h in heads)  # impl and variant name each row in both
+    assert sum(len(h) - 2 for h in heads) == len(cols) - 2  # every number shown once
+    one = results.render_table(data, "vector_add", cols[:7], "en", where={"impl": "cupy"}, max_columns=7)
+    assert "\n\n" not in one
+
+
 def test_committed_results_files_are_valid():
     files = sorted(results.RESULTS_DIR.glob("*.json"))
     for f in files:
