@@ -434,7 +434,7 @@ def _fmt(key: str, value) -> str:
             for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
                 if value >= size and value % size == 0:
                     return f"{value // size} {unit}"
-            return str(value)
+            return f"{value:,}"
     if key == "ref":
         return str(value).split("/")[1] + " " + str(value).split("/")[2]
     if isinstance(value, float):
@@ -445,7 +445,28 @@ def _fmt(key: str, value) -> str:
         if key == "ms":
             return f"{value:.4g}"
         return f"{value:,.1f}" if value >= 100 else f"{value:.3g}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"  # thousands grouped, as in the floats of 100 and more
     return str(value)
+
+
+def _fmt_column(key: str, values: list) -> list[str]:
+    """A table column's cells, in one number format whatever Python type each
+    number came as: a column that mixes ints and floats (a median of clock
+    readings is an int, or a float when their count is even) writes them all
+    as integers where every one is whole, else all as floats, by _fmt's
+    rule for floats. So 1440 and 1965.0 do not stand as "1440" and
+    "1,965.0" in one column."""
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    nums = [v for v in values if number(v)]
+    mixed = any(isinstance(v, int) for v in nums) and any(isinstance(v, float) for v in nums)
+    if mixed and key not in ("shape", "n"):
+        whole = all(float(v).is_integer() for v in nums) and not (
+            key in ("rel_err", "ratio", "ms", "energy_ratio_to_naive") or derived(key))  # floats by their nature
+        values = [(int(v) if whole else float(v)) if number(v) else v for v in values]
+    return [_fmt(key, v) for v in values]
 
 
 def select(data: dict, topic: str, where: dict | None = None) -> list[dict]:
@@ -499,10 +520,11 @@ def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
                  where: dict | None = None, order: str | None = None, labels: dict | None = None,
                  words: dict | None = None, max_columns: int = MAX_COLUMNS) -> str:
     """A markdown table of a topic's records; `order` names a key to sort by
-    ("-key": descending; records without it last), else impl, variant, size.
-    `labels` ({key: (Chinese, English)}) names the topic's own columns;
-    `words` ({key: {word: (Chinese, English)}}) translates the words of a
-    text column, joined by " + " (e.g. what bounds an occupancy).
+    ("-key": descending; records without it last; a text column that `words`
+    lists sorts in the order listed, e.g. a ladder's steps), else impl,
+    variant, size. `labels` ({key: (Chinese, English)}) names the topic's
+    own columns; `words` ({key: {word: (Chinese, English)}}) translates the
+    words of a text column, joined by " + " (e.g. what bounds an occupancy).
 
     More than max_columns columns make several tables, one after another:
     each repeats the leading columns that name a row (those before the first
@@ -526,7 +548,14 @@ def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
                             for k in range(0, len(rest), size))
     if order:  # "-key": largest first
         key, sign = (order[1:], -1) if order.startswith("-") else (order, 1)
-        rows.sort(key=lambda r: (value(r, key) is None, sign * (value(r, key) or 0), r["shape"]))
+        listed = list((words or {}).get(key, {}))  # a text column's words, in the order the topic lists them
+
+        def rank(r):
+            v = value(r, key)
+            if isinstance(v, str) and listed:
+                v = listed.index(v) if v in listed else len(listed)
+            return (v is None, sign * (v or 0), r["shape"])
+        rows.sort(key=rank)
     head = dict(HEADERS[lang])
     head.update({k: v[lang == "en"] for k, v in (labels or {}).items()})
 
@@ -541,11 +570,14 @@ def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
         return head.get(c, c)
     lines = ["| " + " | ".join(header(c) for c in columns) + " |",
              "|" + "|".join("---:" if c not in ("impl", "variant", "ref") else "---" for c in columns) + "|"]
+    cells = []
     for r in rows:
         values = [_derive(data, topic, r, c) if derived(c) else value(r, c) for c in columns]
         values = [" + ".join(words[c][w][lang == "en"] if w in words[c] else w for w in v.split(" + "))
                   if words and c in words and isinstance(v, str) else v for c, v in zip(columns, values)]
-        lines.append("| " + " | ".join(_fmt(c, v) for c, v in zip(columns, values)) + " |")
+        cells.append(values)
+    text = [_fmt_column(c, [row[i] for row in cells]) for i, c in enumerate(columns)]  # one format a column
+    lines += ["| " + " | ".join(col[k] for col in text) + " |" for k in range(len(cells))]
     return "\n".join(lines)
 
 

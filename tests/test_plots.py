@@ -23,6 +23,7 @@ KEPT = {
     "DRAM", "FMA", "FP32", "float32", "float", "float4", "warp", "kernel", "cuBLAS", "CuPy", "Numba", "CUDA",
     "C", "CUB", "NVIDIA", "H200", "Horowitz", "Roofline", "AoS", "SoA", "ILP", "H2D", "D2H", "x", "n",
     "grid", "stride", "shuffle", "split", "min", "__launch_bounds__", "out", "i", "A",
+    "Tensor", "Core",  # Tensor Core: what the Chinese pages call it after its first mention
     # number formats and the letters of a GEMM's shapes and formulas
     "FP64", "TF32", "BF16", "FP16", "FP8", "E4M3", "E5M2", "INT8", "TOP", "float64", "GEMM", "M", "N", "K", "AB", "U",
 }

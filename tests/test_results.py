@@ -406,3 +406,101 @@ def test_the_site_reads_each_topic_as_the_bench_declares_it():
     for topic in TOPICS:
         assert declared[topic]["labels"] == labels(topic), topic
         assert declared[topic]["words"] == words(topic), topic
+
+
+def test_a_column_of_numbers_has_one_format():
+    """A measured clock is an int or, as the median of an even count of
+    readings, a whole float: the column writes them alike (tc_cublas's
+    1440 beside 1965.0); a column with a fraction writes its ints as floats."""
+    env = {"gpu": "G", "gpu_slug": "g", "date": "d", "commit": "c"}
+    recs = [{"id": f"t/cupy/{v}/4/float32", "topic": "t", "impl": "cupy", "variant": v, "shape": [4],
+             "dtype": "float32", "ms": 1.0, "ref": "t/cupy/a/4/float32", "ratio": 1.0, "rel_err": 0.0,
+             "sm_clock_mhz": clk, "datasheet": peak, "regs": 40}
+            for v, clk, peak in (("a", 1440, 989.5), ("b", 1965.0, 67), ("c", 1290.0, 1979.0))]
+    data = results.merge({}, env, recs)
+    rows = results.render_table(data, "t", ["variant", "sm_clock_mhz", "datasheet", "regs"], "en").splitlines()[2:]
+    assert rows == ["| a | 1,440 | 989.5 | 40 |", "| b | 1,965 | 67 | 40 |", "| c | 1,290 | 1,979.0 | 40 |"], rows
+    committed = results.load(results.results_path("nvidia-h200"))
+    table = results.render_table(committed, "tc_cublas", ["variant", "sm_clock_mhz"], "en", where={"n": "8192"})
+    cells = [ln.split("|")[2].strip() for ln in table.splitlines()[2:]]
+    assert cells and all(c.replace(",", "").isdigit() for c in cells), cells
+
+
+def test_a_text_column_sorts_in_the_order_its_words_are_listed():
+    """order= on a text column the topic's WORDS list (a ladder's steps)
+    sorts the rows in the listed order, not alphabetically; rows of one step
+    keep their size order; a word not listed goes after those listed."""
+    env = {"gpu": "G", "gpu_slug": "g", "date": "d", "commit": "c"}
+    recs = [{"id": f"t/cupy/{s}/{k}/float32", "topic": "t", "impl": "cupy", "variant": f"{s}/k{k}", "shape": [k],
+             "dtype": "float32", "ms": 1.0, "ref": "t/cupy/sync/8/float32", "ratio": 1.0, "rel_err": 0.0,
+             "step": s, "k": k} for s in ("cpasync", "odd", "regbuf", "sync") for k in (256, 8)]
+    data = results.merge({}, env, recs)
+    words = {"step": {"sync": ("sync", "sync"), "regbuf": ("regbuf", "regbuf"), "cpasync": ("cpasync", "cpasync")}}
+    rows = results.render_table(data, "t", ["step", "k"], "en", order="step", words=words).splitlines()[2:]
+    assert rows == [f"| {s} | {k} |" for s in ("sync", "regbuf", "cpasync", "odd") for k in (8, 256)], rows
+
+
+def test_the_warp_specialization_tables_list_the_ladder_in_order(hook):
+    """docs/warp-specialization*.md: both tables of the ladder list its steps
+    in the ladder's order (kernels.warp_specialization.STEPS, then Numba's)."""
+    from pathlib import Path
+
+    from kernels import warp_specialization as ws
+
+    ladder = [*ws.STEPS, *TOPICS["warp_specialization"].NUMBA_STEPS]
+    assert list(TOPICS["warp_specialization"].WORDS["step"]) == ladder
+    docs = Path(results.ROOT) / "docs"
+    for page in ("warp-specialization.md", "warp-specialization.en.md"):
+        lines = [ln for ln in (docs / page).read_text().splitlines()
+                 if ln.startswith("<!-- results-table topic=warp_specialization ")]
+        assert len(lines) == 2, page
+        for line in lines:
+            out = hook.render(line, page, "en" if page.endswith(".en.md") else "zh", "nvidia-h200")
+            for table in out.split("\n\n"):  # a wide table is split in parts, each in the same row order
+                steps = [row.split("|")[2].strip() for row in table.splitlines()[2:]]
+                seen = list(dict.fromkeys(steps))
+                assert len(seen) == len(ladder) and seen == [s for s in ladder if s in seen], (page, seen)
+
+
+def test_spmv_tables_name_the_row_count_rows():
+    """An SpMV record's shape[0] (column n) is the matrix's row count, beside
+    its nonzeros: the column says rows, not elements."""
+    data = results.load(results.results_path("nvidia-h200"))
+    for lang, want in (("zh", "行数"), ("en", "rows")):
+        table = results.render_table(data, "spmv", ["family", "n", "nnz"], lang, where={"impl": "cusparse"},
+                                     labels=TOPICS["spmv"].LABELS, words=TOPICS["spmv"].WORDS)
+        head = [h.strip() for h in table.splitlines()[0].strip("|").split("|")]
+        assert head[1] == want, head
+        assert results.HEADERS[lang]["n"] not in head
+
+
+def test_a_legend_over_data_is_moved_clear_of_it(tmp_path):
+    """kernels/bench/plotting.py: place_legends finds a legend that covers a
+    line's points, a bar or a text, and moves it where it covers none; one
+    that has no clear place inside its axes goes outside them."""
+    from kernels.bench import plotting
+
+    fig, ax = plotting.new_figure(5, 3)
+    ax.plot([0, 1, 2, 3], [0, 1, 2, 3], "o-", label="rising")
+    ax.legend(loc="lower right")                                  # clear of a rising line
+    assert not plotting.legend_overlaps(fig, ax.get_legend())
+    ax.legend(loc="upper right")
+    ax.plot([2.5, 3], [2.2, 2.3], "s", label="points under the legend")
+    assert plotting.legend_overlaps(fig, ax.get_legend())        # detected
+    assert plotting.place_legends(fig) is False                   # moved, inside its axes
+    assert not plotting.legend_overlaps(fig, ax.get_legend())
+
+    fig, ax = plotting.new_figure(5, 3)                           # data everywhere: no clear corner
+    for i in range(12):
+        ax.bar(i, 10, label="a bar" if i == 0 else None)
+    ax.text(0, 5, "a note")
+    ax.legend(loc="upper left")
+    assert plotting.legend_overlaps(fig, ax.get_legend())
+    assert plotting.place_legends(fig) is True                    # outside the axes
+    box, axes = ax.get_legend().get_window_extent(), ax.bbox
+    assert box.y1 <= axes.y0 or box.x0 >= axes.x1
+    assert not plotting.legend_overlaps(fig, ax.get_legend())
+    fig.savefig(tmp_path / "out.svg", bbox_inches="tight")        # the whole legend is kept
+    import matplotlib.pyplot as plt
+
+    plt.close("all")

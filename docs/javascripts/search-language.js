@@ -7,7 +7,13 @@
 (function () {
   const config = document.getElementById("__config")
   if (!config) return
-  const root = new URL(JSON.parse(config.textContent).base + "/", location.href).href
+  let root
+  try {
+    const base = JSON.parse(config.textContent).base
+    root = new URL(base.endsWith("/") ? base : base + "/", location.href).href
+  } catch (e) {
+    return  // no base to tell the languages apart (the 404 page): Material's order stands
+  }
   const english = href => href.startsWith(root + "en/")
   const mine = english(location.href)
   const own = item => {

@@ -1,7 +1,8 @@
 // Tables wider than the text column scroll sideways (Material wraps each in
 // .md-typeset__scrollwrap). Say so: a line above the table, and a fade on
 // the side that has more (docs/stylesheets/extra.css), updated as the
-// reader scrolls and as the window changes size.
+// reader scrolls and as the window changes size. Diagrams get a box of
+// their own that scrolls, so that they keep a readable width on a phone.
 (function () {
   const zh = document.documentElement.lang.startsWith("zh")
   const hint = zh ? "表格较宽，可左右滑动查看 ↔" : "Wide table: scroll sideways ↔"
@@ -22,6 +23,16 @@
   }
   const all = () => document.querySelectorAll(".md-typeset__scrollwrap").forEach(mark)
   const start = () => {
+    const box = () => document.querySelectorAll(".mermaid").forEach(d => {
+      if (d.parentElement.classList.contains("diagram-scroll")) return
+      const wrap = document.createElement("div")
+      wrap.className = "diagram-scroll"
+      d.before(wrap)
+      wrap.appendChild(d)  // Material's drawing (a shadow root) moves with its element
+    })
+    box()
+    new MutationObserver(box).observe(document.querySelector(".md-content") || document.body,
+                                      { childList: true, subtree: true })
     document.querySelectorAll(".md-typeset__scrollwrap").forEach(wrap =>
       wrap.addEventListener("scroll", () => mark(wrap), { passive: true }))
     all()

@@ -457,7 +457,7 @@ PLOT_WORDS = {
     "J per useful GFLOP (board)": "每有效 GFLOP 焦耳（整卡）",
     "naive: CuPy + cuBLAS, FP32": "朴素版：CuPy + cuBLAS，FP32",
     "fused FP32, CUDA cores": "融合版 FP32，CUDA 核心",
-    "fused FP16, Tensor Cores": "融合版 FP16，张量核心",
+    "fused FP16, Tensor Cores": "融合版 FP16，Tensor Core",
     "torch SDPA flash, FP16": "torch（flash 后端），FP16",
     "naive out of memory": "朴素版显存不足",
     ", d = 64": "，头维度 64",
@@ -491,11 +491,8 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
             ax1.plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, label=lab, ms=4)
             ax2.plot([p[0] for p in pts], [p[2] for p in pts], style, color=color, label=lab, ms=4)
     oom = [r for r in rows if r.get("naive_oom")]
-    for r in oom:
-        ax1.axvline(r["shape"][1], color="tab:red", linestyle=":", linewidth=1)
-    if oom:
-        ax1.text(oom[0]["shape"][1], ax1.get_ylim()[0] * 1.5, "naive out of memory", color="tab:red", fontsize=7,
-                 rotation=90, ha="right", va="bottom")
+    for i, n in enumerate(sorted({r["shape"][1] for r in oom})):  # the legend says what the line marks
+        ax1.axvline(n, color="tab:red", linestyle=":", linewidth=1, label="naive out of memory" if i == 0 else None)
     for r in oom:
         ax1.plot([r["shape"][1]], [r["tflops"]], "o", color=dict((s, c) for s, _, c in SERIES)[r["step"]], ms=4)
     for ax in (ax1, ax2):

@@ -46,6 +46,7 @@ STEPS = {"scalar": {"kernel": "scalar"}, "vector": {"kernel": "vector"},
 NUMBA_STEPS = ("scalar", "vector")
 LABELS = {
     "family": ("矩阵", "matrix"),
+    "n": ("行数", "rows"),  # shape[0] of an SpMV record is the matrix's row count, not its elements
     "nnz": ("非零元数", "nonzeros"),
     "mean_row": ("平均行长", "mean row length"),
     "max_row": ("最长行", "longest row"),

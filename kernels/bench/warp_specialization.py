@@ -42,6 +42,13 @@ LABELS = {
     **harness.NCU_LABELS,
 }
 NUMBA_STEPS = ("ws_sync_numba", "ws_regbuf_numba")
+# The ladder's steps in its order (kernels.warp_specialization.STEPS, then Numba's): a table with
+# order=step lists them so, and the plot's legend. Code names: the same in both languages.
+WORDS = {"step": {"ws_sync": ("ws_sync", "ws_sync"), "ws_regbuf": ("ws_regbuf", "ws_regbuf"),
+                  "ws_cpasync": ("ws_cpasync", "ws_cpasync"), "ws_pipeline": ("ws_pipeline", "ws_pipeline"),
+                  "ws_tma": ("ws_tma", "ws_tma"), "ws_tma_regs": ("ws_tma_regs", "ws_tma_regs"),
+                  "ws_sync_numba": ("ws_sync_numba", "ws_sync_numba"),
+                  "ws_regbuf_numba": ("ws_regbuf_numba", "ws_regbuf_numba")}}
 
 
 def launch_each() -> None:
@@ -132,8 +139,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
     rows = results.select(data, TOPIC)
     env = data["topics"][TOPIC]["env"]
     fig, (ax1, ax2) = plotting.new_figure(7.5, 6.5, nrows=2)
-    order = ("ws_sync", "ws_regbuf", "ws_cpasync", "ws_pipeline", "ws_tma", "ws_tma_regs", *NUMBA_STEPS)
-    steps = [s for s in order if any(r["step"] == s for r in rows)]
+    steps = [s for s in WORDS["step"] if any(r["step"] == s for r in rows)]  # the ladder's order
     styles = {"ws_sync": "o-", "ws_regbuf": "s-", "ws_cpasync": "^-", "ws_pipeline": "v--", "ws_tma": "D--",
               "ws_tma_regs": "P--", "ws_sync_numba": "o:", "ws_regbuf_numba": "s:"}
     for step in steps:
