@@ -292,3 +292,15 @@ def test_diagrams_keep_a_readable_width_on_a_phone(browser, server, path):
         assert boxes and all(w >= 600 and boxed for w, boxed in boxes), boxes
         overflow = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
         assert overflow <= 1
+
+
+@pytest.mark.parametrize("path", ["algorithms/", "en/memory-hierarchy/"])
+def test_plots_keep_a_readable_width_on_a_phone(browser, server, path):
+    """At 390 px a results plot is drawn at least 560 px wide, scrolling
+    sideways in its own paragraph, and the page itself does not scroll."""
+    with opened(browser, server, path, width=390) as (ctx, page):
+        widths = page.evaluate("() => [...document.querySelectorAll('img[src*=\"assets/results/\"]')]"
+                               ".map(i => i.getBoundingClientRect().width)")
+        assert widths and all(w >= 560 for w in widths), widths
+        overflow = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert overflow <= 1
