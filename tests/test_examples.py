@@ -63,6 +63,16 @@ def copy_alone(example: Path, dst: Path) -> Path:
     return dst / example.name
 
 
+def copy_with_fault(example: str, file: str, old: str, new: str, dst: Path) -> Path:
+    """copy_alone, then old -> new in `file` of the copy (the example or a .cu it loads)."""
+    script = copy_alone(ROOT / "examples" / example, dst)
+    target = dst / file
+    text = target.read_text()
+    assert text.count(old) >= 1, f"{old!r} not in {file}"
+    target.write_text(text.replace(old, new))
+    return script
+
+
 def alone_env() -> dict:
     """The environment of a run outside the repository: Numba's simulator
     without a GPU; the site dir of a PYTHONPATH-installed numpy (the GPU
@@ -157,11 +167,7 @@ def test_every_example_has_planted_faults():
 @pytest.mark.slow
 @pytest.mark.parametrize("example,file,old,new,impl", fault_params())
 def test_example_exits_nonzero_on_a_planted_fault(example, file, old, new, impl, tmp_path):
-    script = copy_alone(ROOT / "examples" / example, tmp_path)
-    target = tmp_path / file
-    text = target.read_text()
-    assert text.count(old) >= 1, f"{old!r} not in {file}"
-    target.write_text(text.replace(old, new))
+    script = copy_with_fault(example, file, old, new, tmp_path)
     proc = run_alone(script, "--size", SMALL, "--impl", impl)
     assert proc.returncode != 0, (f"{example} exited 0 with `{old}` -> `{new}` in {file}:\n"
                                   f"{proc.stdout[-2000:]}")

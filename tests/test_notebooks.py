@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests import pages
-from tests.test_examples import POISON, SMALL, _gpu, alone_env, fault_params
+from tests.test_examples import POISON, SMALL, _gpu, alone_env, copy_with_fault, fault_params
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,17 +108,6 @@ def test_notebook_runs_at_the_test_size(example, tmp_path):
     assert proc.returncode == 0, f"{example.stem}.ipynb failed ({runner()}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
 
 
-def _mutated(example: str, file: str, old: str, new: str, folder: Path) -> Path:
-    """A copy of the example (and its .cu files) in folder, with old -> new in file."""
-    for cu in NB.cuda_files((ROOT / "examples" / example).read_text()):
-        shutil.copy(ROOT / "kernels/cuda" / cu, folder / cu)
-    shutil.copy(ROOT / "examples" / example, folder / example)
-    text = (folder / file).read_text()
-    assert text.count(old) >= 1, f"{old!r} not in {file}"
-    (folder / file).write_text(text.replace(old, new))
-    return folder / example
-
-
 def _cells(notebook_text: str) -> list[str]:
     return ["".join(c["source"]) for c in json.loads(notebook_text)["cells"]]
 
@@ -135,7 +123,7 @@ def test_a_fault_in_the_example_is_in_its_notebook(example, file, old, new, impl
     fault per example run through Jupyter) this proves the notebooks catch
     them all, without running each fault through a Jupyter kernel."""
     pristine = _cells(NB.to_notebook_json(ROOT / "examples" / example))
-    mutated = _cells(NB.to_notebook_json(_mutated(example, file, old, new, tmp_path), cuda_dir=tmp_path))
+    mutated = _cells(NB.to_notebook_json(copy_with_fault(example, file, old, new, tmp_path), cuda_dir=tmp_path))
     assert len(mutated) == len(pristine)
     changed = [p for p, m in zip(pristine, mutated) if m != p]
     assert all(m in (p, p.replace(old, new)) for p, m in zip(pristine, mutated))
@@ -163,7 +151,7 @@ def test_a_fault_in_the_example_fails_its_notebook(example, file, old, new, impl
     carries the rest of the faults to the notebooks."""
     src = tmp_path / "src"
     src.mkdir()
-    script = _mutated(example, file, old, new, src)
+    script = copy_with_fault(example, file, old, new, src)
     run = tmp_path / "run"
     run.mkdir()
     proc = execute(at_test_size(NB.to_notebook_json(script, cuda_dir=src)), run)
