@@ -208,18 +208,6 @@ def test_fault_planted_in_file_fails_the_page_tests(tmp_path, path, old, new):
     assert "failed" in proc.stdout
 
 
-CJK_WRAP = re.compile(r"[\u4e00-\u9fff\uff0c\u3002\uff1b\uff1a]\n[\u4e00-\u9fff]")
-
-
-@pytest.mark.parametrize("zh", ZH, ids=ids)
-def test_no_chinese_paragraph_is_wrapped_mid_sentence(zh):
-    """A line break inside a Chinese paragraph renders as a space between two
-    characters: a Chinese paragraph is one line."""
-    prose = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), zh.read_text(), flags=re.S)
-    found = [prose.count("\n", 0, m.start()) + 1 for m in CJK_WRAP.finditer(prose)]
-    assert not found, f"{ids(zh)}: a Chinese paragraph wrapped at line(s) {found}"
-
-
 @pytest.mark.parametrize("page", ALL, ids=ids)
 def test_a_page_speaks_of_its_own_aims_not_of_an_issue(page):
     """The reader never saw our issue tracker: a goal on a page is the page's own."""

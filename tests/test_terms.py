@@ -61,6 +61,18 @@ def test_no_avoided_term(zh):
     assert not found, f"{ids(zh)}:\n" + "\n".join(found)
 
 
+CJK_WRAP = re.compile(r"[\u4e00-\u9fff\uff0c\u3002\uff1b\uff1a]\n[\u4e00-\u9fff]")
+
+
+@pytest.mark.parametrize("zh", ZH, ids=ids)
+def test_no_chinese_paragraph_is_wrapped_mid_sentence(zh):
+    """A line break inside a Chinese paragraph renders as a space between two
+    characters: a Chinese paragraph is one line."""
+    text = prose(zh.read_text())
+    found = [text.count("\n", 0, m.start()) + 1 for m in CJK_WRAP.finditer(text)]
+    assert not found, f"{ids(zh)}: a Chinese paragraph wrapped at line(s) {found}"
+
+
 @pytest.mark.parametrize("zh", ZH, ids=ids)
 def test_no_space_between_two_chinese_characters(zh):
     """A space between two Chinese characters is a wrap or typing artefact
@@ -89,4 +101,5 @@ def test_the_checks_can_fail():
     assert any(form in bad for _, forms in rows for form in forms)
     assert "栅栏" not in bad  # code is not prose
     assert re.search(rf"[{CJK}][ \t]+[{CJK}]", bad)
+    assert CJK_WRAP.search(prose("一段中文\n被折行了。\n"))
     assert [m for m in ALT.finditer(bad) if not re.search(f"[{CJK}]", m.group("md") or "")]
