@@ -1,4 +1,4 @@
-// Tables wider than the text column scroll sideways (Material wraps each in
+// Wide content. Tables wider than the text column scroll sideways (Material wraps each in
 // .md-typeset__scrollwrap). Say so: a line above the table, and a fade on
 // the side that has more (docs/stylesheets/extra.css), updated as the
 // reader scrolls and as the window changes size. Diagrams get a box of
