@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -237,17 +238,28 @@ def _specs(page: Path, gpu: bool) -> list[dict]:
     return specs
 
 
-def run_driver(page: Path, specs: list[dict], blocks: str, tmp_path: Path, env_extra: dict) -> dict:
+def run_driver(page: Path, specs: list[dict], blocks: str, tmp_path: Path, env_extra: dict,
+               on_result=None) -> dict:
     """Run tests/fault_driver.py over `specs`, split among a few processes
     (each in its own copy of the tree: a CUDA C mutant rewrites its .cu
     there), restarting a process after a fault that left its CUDA context
-    unusable."""
+    unusable. on_result(answer) is called as each mutant's answer comes."""
     from concurrent.futures import ThreadPoolExecutor
 
     env = dict(os.environ, **env_extra)
     env["PYTHONPATH"] = os.pathsep.join([str(P.ROOT)] + [
         p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     workers = max(1, min(8, (os.cpu_count() or 2) // 2, len(specs)))
+    lock = threading.Lock()
+
+    def report(d: dict) -> None:
+        with lock:
+            if os.environ.get("HANDBOOK_TIMES"):  # each mutant's time beside the tests' (conftest.py)
+                with open(os.environ["HANDBOOK_TIMES"], "a") as f:
+                    f.write(f"{d.get('seconds', 0):8.2f} mutant   {'caught' if d['failed'] else 'SURVIVED'} "
+                            f"{ids(page)} {blocks} {d['id']}\n")
+            if on_result is not None:
+                on_result(d)
 
     def worker(k: int) -> dict:
         root = tmp_path / f"w{k}"
@@ -257,18 +269,24 @@ def run_driver(page: Path, specs: list[dict], blocks: str, tmp_path: Path, env_e
         while todo:
             spec = root / "spec.json"
             spec.write_text(json.dumps({"page": str(page.relative_to(P.ROOT)), "blocks": blocks, "mutants": todo}))
-            proc = subprocess.run([sys.executable, "-m", "tests.fault_driver", str(spec)], cwd=root,
-                                  env=env, capture_output=True, text=True, timeout=1800)
-            done = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
-            if os.environ.get("HANDBOOK_TIMES"):  # each mutant's time beside the tests' (conftest.py)
-                with open(os.environ["HANDBOOK_TIMES"], "a") as f:
-                    f.writelines(f"{d.get('seconds', 0):8.2f} mutant   {'caught' if d['failed'] else 'SURVIVED'} "
-                                 f"{ids(page)} {blocks} {d['id']}\n" for d in done)
+            done, out = [], []
+            with open(root / "stderr.txt", "w+") as err, subprocess.Popen(
+                    [sys.executable, "-m", "tests.fault_driver", str(spec)], cwd=root, env=env,
+                    stdout=subprocess.PIPE, stderr=err, text=True) as proc:
+                for ln in proc.stdout:  # one answer per line, as each mutant ends
+                    out.append(ln)
+                    if ln.startswith("{"):
+                        done.append(json.loads(ln))
+                        report(done[-1])
+                proc.wait()
+                err.seek(0)
+                stderr = err.read()
             if not done and proc.returncode < 0:  # killed by a signal in its first mutant: that mutant failed the page
                 done = [{"id": todo[0]["id"], "what": todo[0]["what"], "failed": True, "blocks": [],
                          "error": [f"the process died of signal {-proc.returncode}"]}]
+                report(done[-1])
             if not done:
-                raise RuntimeError(f"fault driver made no progress:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+                raise RuntimeError(f"fault driver made no progress:\n{''.join(out)[-2000:]}\n{stderr[-3000:]}")
             results.update((d["id"], d) for d in done)
             todo = [t for t in todo if t["id"] not in results]
         return results
@@ -294,11 +312,34 @@ CPU_PAGES = [p for p in ZH if False in fault_kinds(p)]
 def test_planted_faults_fail_the_gpu_blocks(page, tmp_path):
     """Every GPU mutant of the page (code shown in GPU blocks, and every CUDA
     C function the page shows, mutated in its .cu file) makes the page's
-    GPU blocks fail."""
+    GPU blocks fail. Answers proven before on this GPU with the same code
+    are reused from the ledger (tests/fault_ledger.py), and said so."""
+    from kernels.harness import env_stamp
+    from tests import fault_ledger, record
+
     specs = _specs(page, gpu=True)
     assert specs, f"{ids(page)}: no fault to plant in its GPU blocks"
-    survivors = _survivors(run_driver(page, specs, "gpu", tmp_path, {}))
+    env, rel, sources = env_stamp(), page.relative_to(P.ROOT).as_posix(), record.page_sources(page)
+    keys = {s["id"]: fault_ledger.mutant_key(sources, s["id"], s["text"]) for s in specs}
+    fault_ledger.keep_only(env["gpu_slug"], rel, set(keys.values()))
+    reused = fault_ledger.reusable(env["gpu_slug"], rel, keys)
+    todo = [s for s in specs if s["id"] not in reused]
+
+    def keep(d: dict) -> None:  # each answer into the ledger as it comes
+        fault_ledger.add(env["gpu_slug"], rel, keys[d["id"]], {
+            "id": d["id"], "caught": bool(d["failed"]), "seconds": d.get("seconds"), "error": d["error"][:1],
+            "commit": env["commit"], "date": env["date"]})
+
+    survivors = _survivors(run_driver(page, todo, "gpu", tmp_path, {}, on_result=keep)) if todo else []
     assert not survivors, "planted faults that the GPU blocks did not catch:\n" + "\n".join(survivors)
+    if reused:
+        commits = sorted({e["commit"][:12] for e in reused.values()})
+        note = (f"{len(reused)} of {len(specs)} planted faults proven caught on {env['gpu']} before, with this "
+                f"same code (ledger {fault_ledger.path(env['gpu_slug']).relative_to(P.ROOT)}, commits "
+                f"{', '.join(commits)}); HANDBOOK_FAULTS=all runs them again")
+        if not todo:
+            pytest.skip(note)
+        print(f"{ids(page)}: {len(todo)} run now; {note}")
 
 
 @pytest.mark.slow
@@ -318,3 +359,57 @@ def test_planted_faults_fail_the_cpu_blocks(page, tmp_path):
                              {"NUMBA_ENABLE_CUDASIM": "1", "HANDBOOK_FORCE_CPU": "1"})
     survivors = _survivors(results)
     assert not survivors, "planted faults that the CPU blocks did not catch:\n" + "\n".join(survivors)
+
+
+# ------------------------------------------------- the proofs' machinery --
+
+WATCHDOG_SCRIPT = """
+import sys, time, types
+from pathlib import Path
+compiler = types.ModuleType("cupy.cuda.compiler")
+compiler.compile_using_nvrtc = lambda *a, **k: time.sleep(1.5) or "ptx"
+cupy, cuda = types.ModuleType("cupy"), types.ModuleType("cupy.cuda")
+cupy.cuda, cuda.compiler = cuda, compiler
+sys.modules.update({"cupy": cupy, "cupy.cuda": cuda, "cupy.cuda.compiler": compiler})
+from tests import fault_driver as F
+F.stop_the_clock_while_compiling()
+w = F.Watchdog({"id": "m", "what": "w", "lang": "python", "target": "t"}, Path("."), 1.0)
+F.COMPILING["watchdog"] = w
+w(7)
+compiler.compile_using_nvrtc()   # 1.5 s compiling: the clock is stopped
+time.sleep(0.5)
+print("alive after the compile", flush=True)
+time.sleep(2.0)                  # 2.5 s of running: past the 1 s limit
+print("not reached", flush=True)
+"""
+
+
+def test_the_watchdog_stops_a_hung_block_but_not_a_long_compile():
+    proc = subprocess.run([sys.executable, "-c", WATCHDOG_SCRIPT], cwd=P.ROOT, capture_output=True,
+                          text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(P.ROOT)))
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "alive after the compile", proc.stdout + proc.stderr
+    answer = json.loads(lines[1])
+    assert answer["failed"] and answer["blocks"] == [7] and "hung" in answer["error"][0]
+    assert proc.returncode == 4 and "not reached" not in proc.stdout
+
+
+def test_the_fault_ledger_reuses_only_caught_faults_of_the_same_code(tmp_path, monkeypatch):
+    from tests import fault_ledger as L
+
+    monkeypatch.setattr(L, "DIR", tmp_path)
+    monkeypatch.delenv("HANDBOOK_FAULTS", raising=False)
+    code = {"block 1 (python)": "aaa", "cuda/x.cu": "bbb"}
+    keys = {m: L.mutant_key(code, m, f"text of {m}") for m in ("caught", "survived", "new")}
+    L.add("gpu", "docs/x.md", keys["caught"], {"id": "caught", "caught": True, "commit": "c1"})
+    L.add("gpu", "docs/x.md", keys["survived"], {"id": "survived", "caught": False, "commit": "c1"})
+    assert set(L.reusable("gpu", "docs/x.md", keys)) == {"caught"}
+    assert L.reusable("other-gpu", "docs/x.md", keys) == {}
+    changed = {**code, "cuda/x.cu": "ccc"}  # a kernel the page loads changed: nothing is reused
+    assert L.reusable("gpu", "docs/x.md", {m: L.mutant_key(changed, m, f"text of {m}") for m in keys}) == {}
+    assert L.mutant_key(code, "caught", "other text") != keys["caught"]
+    monkeypatch.setenv("HANDBOOK_FAULTS", "all")
+    assert L.reusable("gpu", "docs/x.md", keys) == {}
+    monkeypatch.delenv("HANDBOOK_FAULTS")
+    L.keep_only("gpu", "docs/x.md", {keys["survived"]})
+    assert set(L.load("gpu")["pages"]["docs/x.md"]) == {keys["survived"]}
