@@ -168,7 +168,7 @@ def claims(data: dict) -> None:
     assert best["issue_active"] < gemms["issue_active"]
     assert r["fp32_rows"]["fma_pipe_active"] < 0.5                      # step 1: the FMA pipe mostly idle
     assert r["fp32_rows"]["fma_pipe_active"] < r["fp32_blocked"]["fma_pipe_active"] < best["fma_pipe_active"]
-    assert 0.3 < r["fp16"]["tensor_pipe_active"] < 0.4  # "only about a third of the time"
+    assert r["fp16"]["tensor_pipe_active"] < 0.5  # the tensor pipe idle most of the time
     assert all(x["rel_err"] < 3e-3 for x in r.values())
 
 

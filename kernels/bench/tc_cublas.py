@@ -228,7 +228,7 @@ def claims(data: dict) -> None:
 
     for fmt in FORMATS:
         r = rec(fmt)
-        assert 0.6 < r["tflops"] / r["datasheet"] < 0.85, (fmt, r["tflops"] / r["datasheet"])  # 60-85% of the sheet
+        assert 0.6 < r["tflops"] / r["datasheet"] < 0.85, (fmt, r["tflops"] / r["datasheet"])  # well below the sheet
         assert r["power_w_median"] > 650                                            # at the 700 W cap
     assert rec("fp32")["sm_clock_mhz"] > 1900                                        # FP32 runs at full clock
     assert 0.7 < rec("fp32")["tflops"] / rec("fp32")["datasheet"] < 0.8              # a little over 7 tenths
@@ -236,18 +236,22 @@ def claims(data: dict) -> None:
     for fmt in ("tf32", "bf16", "fp16", "int8"):
         r = rec(fmt)
         assert 0.65 < r["sm_clock_mhz"] / tc_clock < 0.85                            # two to three tenths lower
-        assert r["tflops"] / (r["datasheet"] * r["sm_clock_mhz"] / tc_clock) > 0.8   # little left at that clock
+        # the rate and the clock columns come from different windows; the energy loop's own
+        # rate is its power over its energy per TFLOP, and scaled by the loop's clock a clear
+        # part of the gap remains (the clock explains part of it, not all)
+        loop_tflops = r["power_w_median"] / r["j_per_tflop"]
+        at_clock = r["datasheet"] * r["sm_clock_mhz"] / tc_clock
+        assert loop_tflops / at_clock < 0.9, (fmt, loop_tflops / at_clock)           # a clear part remains
+    at_clock = rec("int8")["datasheet"] * rec("int8")["sm_clock_mhz"] / tc_clock
+    assert rec("int8")["tflops"] > at_clock    # the timed rate above the peak at the loop's clock: impossible
     assert rec("fp64")["sm_clock_mhz"] > max(rec(f)["sm_clock_mhz"] for f in ("tf32", "bf16", "fp16", "int8"))
     for fmt in ("tf32", "bf16", "fp16", "int8"):
         assert rec(fmt)["sm_clock_mhz"] < 1600                                       # the Tensor Cores clock down
     assert rec("fp32")["j_per_tflop"] / rec("bf16")["j_per_tflop"] > 10              # over ten times
     assert rec("int8")["j_per_tflop"] < rec("bf16")["j_per_tflop"] / 1.5            # INT8 cheaper again
-    assert 0.15 < rec("fp16", 1024)["tflops"] / rec("fp16")["tflops"] < 0.25          # about a fifth at 1024
-    assert 100 < rec("fp16", 1024)["tflops"] < 200                                    # a hundred-odd TFLOP/s
+    assert rec("fp16", 1024)["ms"] * 1e-3 > 2 * 1024**3 / 312e12    # one call takes longer than 312 TFLOPS' GEMM
     assert 6 < rec("tf32")["ratio"] < 8                                              # TF32: six to seven times
     assert rec("bf16")["ratio"] > 10 and rec("int8")["ratio"] > 20                  # over 10x and 20x
-    assert all(r["ratio"] < 2 for r in rows if r["shape"][0] == 256)                 # little difference at 256
-    assert all(r["tflops"] < 5 for r in rows if r["shape"][0] == 256)                # a few TFLOP/s at 256
     for fmt in ("tf32", "bf16", "fp16", "int8"):  # n = 256 .. 1024: one call's time hardly changes (the call rate)
         assert rec(fmt, 1024)["ms"] < 1.5 * rec(fmt, 256)["ms"] and rec(fmt, 1024)["ms"] < 0.05, fmt
     assert max(r["tflops"] for r in rows if r["variant"] == "bf16") < 0.8 * DATASHEET["NVIDIA H200"]["bf16"]
