@@ -257,6 +257,16 @@ def sanitize() -> None:
             err = harness.rel_err(out, want)  # all-zero want (no nonzeros): the norm of out, NaN if unwritten
             # float32 rounding: about 6e-8 * sqrt(row length / 2) of a row's size
             assert err < 2e-6 * np.sqrt(np.diff(ip).max() + 1), (opts, ip.size - 1, ix.size, err)
+    # more tiles than spmv_merge_fixup has threads: its threads walk stretches of several carries
+    ip, ix, dv = S.from_row_lengths([0, 700_000, 3] + [9] * 5000 + [400_000, 0], 700_001, seed=7)
+    assert -(-(ip.size - 1 + ix.size) // (S.THREADS * 4)) > S.FIXUP_THREADS
+    x_host = rng.standard_normal(700_001, dtype=np.float32)
+    want = S.spmv_reference(ip, ix, dv, x_host)
+    d = [cp.asarray(a) for a in (ip, ix, dv, x_host)]
+    for vec in (False, True):
+        out = cp.full(ip.size - 1, cp.nan, dtype=cp.float32)
+        S.spmv(*d, out, kernel="merge", items=4, vec=vec)
+        assert harness.rel_err(out, want) < 2e-6 * np.sqrt(np.diff(ip).max() + 1), vec
 
 
 def claims(data: dict) -> None:
