@@ -227,11 +227,12 @@ def test_every_override_is_used():
 
 
 def _specs(page: Path, gpu: bool) -> list[dict]:
-    specs = []
+    specs, seen = [], set()
     runs_in = section_runs_in(page)
     for mut, lang in page_mutants(page):
-        if lang == "cuda" and not gpu:
+        if lang == "cuda" and not gpu or mut.id in seen:  # a section shown twice: its mutants once
             continue
+        seen.add(mut.id)
         if lang == "python" and gpu not in runs_in.get(mut.target, set()):
             continue
         specs.append({"id": mut.id, "what": mut.what, "lang": lang, "target": mut.target, "text": mut.text})
