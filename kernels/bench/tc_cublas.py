@@ -34,7 +34,7 @@ LABELS = {
     "power_w_median": ("功率中位数 (W)", "median power (W)"),
     "j_per_tflop": ("能耗 (J/TFLOP)", "energy (J/TFLOP)"),
     "datasheet": ("数据手册峰值", "datasheet peak"),
-    "loop_tflops": ("同一循环内的速率", "rate in that loop"),
+    "loop_tflops": ("同一循环内的速率 (TFLOP/s)", "rate in that loop (TFLOP/s)"),
     "peak_share_at_clock": ("占按时钟折算峰值的比例", "share of the peak at that clock"),
 }
 # NVIDIA H200 Tensor Core GPU datasheet (SXM), dense rates: the datasheet's
@@ -272,7 +272,7 @@ def claims(data: dict) -> None:
     assert 6 < rec("tf32")["ratio"] < 8                                              # TF32: six to seven times
     assert rec("bf16")["ratio"] > 10 and rec("int8")["ratio"] > 20                  # over 10x and 20x
     for fmt in ("tf32", "bf16", "fp16", "int8"):  # n = 256 .. 1024: one call's time hardly changes (the call rate)
-        assert rec(fmt, 1024)["ms"] < 1.5 * rec(fmt, 256)["ms"] and rec(fmt, 1024)["ms"] < 0.05, fmt
+        assert rec(fmt, 1024)["ms"] < 1.5 * rec(fmt, 256)["ms"], fmt
     assert max(r["tflops"] for r in rows if r["variant"] == "bf16") < 0.8 * DATASHEET["NVIDIA H200"]["bf16"]
     if any(r["impl"] == "torch" for r in rows):
         assert abs(rec("fp16_torch", impl="torch")["tflops"] / rec("fp16")["tflops"] - 1) < 0.1  # the same cuBLAS
