@@ -111,6 +111,52 @@ def time_host(fn: Callable, *, warmup: int = 2, samples: int = 15, min_sample_ms
                               max_seconds=max_seconds)
 
 
+def paired_rounds(cases: dict[str, tuple[Callable, Sequence[tuple]]], ref: str, *, rounds: int = 5,
+                  timer: Callable | None = None, **timer_args) -> dict[str, dict]:
+    """Time several implementations of one job in paired rounds, and each
+    one's speed against `ref` with its spread: the one way a ratio that a
+    page compares with a goal or with 1.0 is measured.
+
+    cases: name -> (fn, arg_sets). Every round times every case once, one
+    after the other (the order reversed every other round, so that a clock
+    drifting with heat favours none), so that each case is timed beside the
+    reference at nearly the same clock; a case's ratio in a round is the
+    reference's time over its own in that round. Returns name -> {"ms":
+    median of its rounds, "paired_ratio": median of its per-round ratios,
+    "ratio_min", "ratio_max" (their spread), "rounds", "ms_rounds"}.
+    timer(fn, arg_sets, **timer_args) -> {"ms": ...}: time_gpu by default
+    (time_host for a fn that synchronizes)."""
+    if ref not in cases:
+        raise ValueError(f"the reference {ref!r} is not among the cases {sorted(cases)}")
+    if rounds < 1:
+        raise ValueError("rounds must be at least 1")
+    timer = time_gpu if timer is None else timer
+    names = list(cases)
+    ms: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            fn, arg_sets = cases[name]
+            ms[name].append(float(timer(fn, arg_sets, **timer_args)["ms"]))
+    out = {}
+    for name in names:
+        ratios = [a / b for a, b in zip(ms[ref], ms[name])]
+        out[name] = {"ms": statistics.median(ms[name]), "paired_ratio": statistics.median(ratios),
+                     "ratio_min": min(ratios), "ratio_max": max(ratios), "rounds": rounds,
+                     "ms_rounds": ms[name]}
+    return out
+
+
+def against(record: dict, line: float) -> str:
+    """How a paired ratio stands against a line (a goal, or 1.0): "above"
+    when its whole spread is above it, "below" when wholly below, else
+    "level" -- what a page may say: beats / falls short / level with."""
+    if record["ratio_min"] > line:
+        return "above"
+    if record["ratio_max"] < line:
+        return "below"
+    return "level"
+
+
 def _nvml_handle():
     import pynvml  # provided by the nvidia-ml-py package
 

@@ -518,7 +518,8 @@ MAX_COLUMNS = 7  # wider tables do not fit the text column (1280 px screen); the
 
 def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
                  where: dict | None = None, order: str | None = None, labels: dict | None = None,
-                 words: dict | None = None, max_columns: int = MAX_COLUMNS) -> str:
+                 words: dict | None = None, max_columns: int = MAX_COLUMNS,
+                 group: list[str] | None = None) -> str:
     """A markdown table of a topic's records; `order` names a key to sort by
     ("-key": descending; records without it last; a text column that `words`
     lists sorts in the order listed, e.g. a ladder's steps), else impl,
@@ -526,26 +527,23 @@ def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
     own columns; `words` ({key: {word: (Chinese, English)}}) translates the
     words of a text column, joined by " + " (e.g. what bounds an occupancy).
 
-    More than max_columns columns make several tables, one after another:
-    each repeats the leading columns that name a row (those before the first
-    numeric one) and takes the next numbers in the order given."""
+    `group` (keys, e.g. ["family", "n"]) makes one table of what would be a
+    run of tables, one per value of those keys: the rows come group by group
+    (each key sorted as `order` sorts it: a text key in the order `words`
+    lists it, a number ascending), `order` sorts within a group, and a
+    leading column, headed by the keys' labels, names the group on its
+    first row ("banded, 650,000") and is blank on the rest.
+
+    More than max_columns columns (the group's column counted) make several
+    tables, one after another: each repeats the leading columns that name a
+    row (those before the first numeric one) and takes the next numbers in
+    the order given."""
     rows = select(data, topic, where)
     if not rows:
         return ""
-    if len(columns) > max_columns:
-        first = rows[0]
-        keys = 0
-        while keys < len(columns) - 1 and not isinstance(
-                _derive(data, topic, first, columns[keys]) if derived(columns[keys]) else value(first, columns[keys]),
-                (int, float)):
-            keys += 1
-        keys = max(1, min(keys, max_columns - 1))
-        rest, width = columns[keys:], max_columns - keys
-        parts = -(-len(rest) // width)
-        size = -(-len(rest) // parts)  # even parts: 9 numbers in two tables are 5 and 4, not 6 and 3
-        return "\n\n".join(render_table(data, topic, columns[:keys] + rest[k:k + size], lang, where, order,
-                                          labels, words, max_columns=len(columns))
-                            for k in range(0, len(rest), size))
+    group = list(group or [])
+    if len(columns) + bool(group) > max_columns:
+        return _split(data, topic, columns, lang, where, order, labels, words, max_columns - bool(group), group)
     if order:  # "-key": largest first
         key, sign = (order[1:], -1) if order.startswith("-") else (order, 1)
         listed = list((words or {}).get(key, {}))  # a text column's words, in the order the topic lists them
@@ -556,8 +554,11 @@ def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
                 v = listed.index(v) if v in listed else len(listed)
             return (v is None, sign * (v or 0), r["shape"])
         rows.sort(key=rank)
+    if group:  # stable: `order` still holds within a group
+        rows.sort(key=lambda r: tuple(_group_rank(r, k, words) for k in group))
     head = dict(HEADERS[lang])
     head.update({k: v[lang == "en"] for k, v in (labels or {}).items()})
+    sep = "，" if lang == "zh" else ", "
 
     def header(c):
         if derived(c) and c not in head:
@@ -568,8 +569,10 @@ def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
             what = {"time_vs_": ("时间", "time"), "energy_vs_": ("能耗", "energy")}[prefix][lang == "en"]
             return f"{what} / {base}"
         return head.get(c, c)
-    lines = ["| " + " | ".join(header(c) for c in columns) + " |",
-             "|" + "|".join("---:" if c not in ("impl", "variant", "ref") else "---" for c in columns) + "|"]
+    names = [sep.join(header(k) for k in group)] if group else []
+    lines = ["| " + " | ".join(names + [header(c) for c in columns]) + " |",
+             "|" + "|".join(["---"] * len(names) + ["---:" if c not in ("impl", "variant", "ref") else "---"
+                                                      for c in columns]) + "|"]
     cells = []
     for r in rows:
         values = [_derive(data, topic, r, c) if derived(c) else value(r, c) for c in columns]
@@ -577,8 +580,48 @@ def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
                   if words and c in words and isinstance(v, str) else v for c, v in zip(columns, values)]
         cells.append(values)
     text = [_fmt_column(c, [row[i] for row in cells]) for i, c in enumerate(columns)]  # one format a column
+    if group:  # the group's name on its first row only
+        named = [sep.join(_word(k, value(r, k), lang, words) for k in group) for r in rows]
+        text.insert(0, [t if k == 0 or t != named[k - 1] else "" for k, t in enumerate(named)])
     lines += ["| " + " | ".join(col[k] for col in text) + " |" for k in range(len(cells))]
     return "\n".join(lines)
+
+
+def _group_rank(r: dict, key: str, words: dict | None):
+    """Where a record's group comes for one key: a text value in the order
+    `words` lists it (others after, alphabetically), a number ascending."""
+    v = value(r, key)
+    listed = list((words or {}).get(key, {}))
+    if isinstance(v, str):
+        return (False, listed.index(v) if v in listed else len(listed), v)
+    return (v is None, 0, v if v is not None else 0)
+
+
+def _word(key: str, v, lang: str, words: dict | None) -> str:
+    """A value as a table cell writes it: a text key's word translated, a number formatted."""
+    if isinstance(v, str) and words and v in words.get(key, {}):
+        return words[key][v][lang == "en"]
+    return _fmt(key, v)
+
+
+def _split(data, topic, columns, lang, where, order, labels, words, max_columns, group) -> str:
+    """render_table's table of more than max_columns columns (the group's
+    column not counted) as several: each repeats the leading columns that
+    name a row (those before the first numeric one) and takes the next
+    numbers in the order given."""
+    first = select(data, topic, where)[0]
+    keys = 0
+    while keys < len(columns) - 1 and not isinstance(
+            _derive(data, topic, first, columns[keys]) if derived(columns[keys]) else value(first, columns[keys]),
+            (int, float)):
+        keys += 1
+    keys = max(1, min(keys, max_columns - 1))
+    rest, width = columns[keys:], max_columns - keys
+    parts = -(-len(rest) // width)
+    size = -(-len(rest) // parts)  # even parts: 9 numbers in two tables are 5 and 4, not 6 and 3
+    return "\n\n".join(render_table(data, topic, columns[:keys] + rest[k:k + size], lang, where, order,
+                                      labels, words, max_columns=len(columns) + bool(group), group=group)
+                        for k in range(0, len(rest), size))
 
 
 def render_stamp(data: dict, topic: str, lang: str = "zh") -> str:

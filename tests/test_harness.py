@@ -179,3 +179,34 @@ OVERLAP_EXEMPT = {
     "require_vector_like": "kernels/checks.py: an argument check of the wrappers",
     "require_no_overlap": "kernels/checks.py: the check itself (tests/test_overlap.py runs it in every case)",
 }
+
+
+def test_paired_rounds_pair_each_case_with_the_reference_round_by_round():
+    """A clock that drifts from round to round (every time scaled by the
+    round's factor) moves the reference and the case together: the paired
+    ratio stays exact while the unpaired medians would not; the order
+    alternates; the spread is the per-round ratios' range."""
+    drift = [1.0, 1.3, 0.9, 1.2, 1.1]
+    base = {"ref": 2.0, "fast": 1.0, "slow": 4.0}
+    calls = []
+
+    def timer(fn, arg_sets, **kw):
+        calls.append(fn)
+        rnd = sum(1 for c in calls if c == fn) - 1
+        return {"ms": base[fn] * drift[rnd]}
+
+    out = harness.paired_rounds({n: (n, ((),)) for n in base}, "ref", rounds=5, timer=timer)
+    assert calls[:3] == ["ref", "fast", "slow"] and calls[3:6] == ["slow", "fast", "ref"]
+    assert out["fast"]["paired_ratio"] == pytest.approx(2.0) and out["slow"]["paired_ratio"] == pytest.approx(0.5)
+    assert out["ref"]["paired_ratio"] == 1.0 and out["fast"]["rounds"] == 5
+    assert out["fast"]["ratio_min"] == pytest.approx(2.0) == pytest.approx(out["fast"]["ratio_max"])
+    assert out["fast"]["ms"] == pytest.approx(1.1)  # the median of its own rounds
+
+    noisy = iter([2.0, 1.0, 1.1, 2.0, 2.0, 0.95])  # ref, case in round 0; case, ref in round 1; ...
+    out = harness.paired_rounds({"ref": ("r", ()), "x": ("x", ())}, "ref", rounds=3,
+                                timer=lambda fn, a: {"ms": next(noisy)})
+    assert out["x"]["ratio_min"] == pytest.approx(2 / 1.1) and out["x"]["ratio_max"] == pytest.approx(2 / 0.95)
+    assert harness.against(out["x"], 1.5) == "above" and harness.against(out["x"], 2.05) == "level"
+    assert harness.against(out["x"], 2.2) == "below"
+    with pytest.raises(ValueError, match="reference"):
+        harness.paired_rounds({"x": ("x", ())}, "ref", timer=timer)

@@ -150,6 +150,13 @@ def page_mutants(page: Path) -> tuple:
                 out += [(m, "cuda") for m in _file_mutants(file, section, full)]
         except (ValueError, SyntaxError, P.SnippetError) as e:
             UNMUTABLE.append(f"{ids(page)}: {target}: {e}")
+    # one id per mutant: a macro that defines two kernels names both by its parameter
+    # (spmv.cu's SPMV_SUBWARP(L)): the second is NAME#2, and so on
+    seen: dict[str, int] = {}
+    for i, (m, lang) in enumerate(out):
+        seen[m.id] = seen.get(m.id, 0) + 1
+        if seen[m.id] > 1:
+            out[i] = (M.Mutant(m.target, f"{m.function}#{seen[m.id]}", m.kind, m.text, m.what), lang)
     return tuple(out)
 
 
@@ -413,3 +420,11 @@ def test_the_fault_ledger_reuses_only_caught_faults_of_the_same_code(tmp_path, m
     monkeypatch.delenv("HANDBOOK_FAULTS")
     L.keep_only("gpu", "docs/x.md", {keys["survived"]})
     assert set(L.load("gpu")["pages"]["docs/x.md"]) == {keys["survived"]}
+
+
+def test_every_mutant_of_a_page_has_its_own_id():
+    """Answers are keyed by id (the driver's results, the ledger): two mutants
+    under one id would let one's answer stand for the other's."""
+    for page in ZH:
+        mids = [m.id for m, _ in page_mutants(page)]
+        assert len(mids) == len(set(mids)), sorted({i for i in mids if mids.count(i) > 1})

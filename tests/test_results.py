@@ -156,6 +156,7 @@ def test_hook_renders_directives_and_missing_topics(hook):
     ("results-table topic=vector_add columns=impl where=no_such_key:1", "no_such_key"),
     ("results-table topic=vector_add columns=impl where=shape[1]:1", "shape"),
     ("results-table topic=vector_add columns=impl order=no_such_key", "no_such_key"),
+    ("results-table topic=vector_add columns=impl group=no_such_key", "no_such_key"),
     ("results-plot topic=vector_add plot=no_such_plot", "missing"),
 ])
 def test_hook_fails_loudly_on_a_directive_that_renders_nothing(hook, directive, complaint):
@@ -472,6 +473,57 @@ def test_spmv_tables_name_the_row_count_rows():
         head = [h.strip() for h in table.splitlines()[0].strip("|").split("|")]
         assert head[1] == want, head
         assert results.HEADERS[lang]["n"] not in head
+
+
+def test_group_makes_one_table_of_a_run_of_tables():
+    """group=family,n: one table where there would be one per matrix; the
+    groups come in the order `words` lists a text key and ascending for a
+    number, `order` sorts within a group, a leading column (headed by the
+    keys' labels, its words translated) names each group on its first row
+    only; the group's column counts toward the split of a wide table."""
+    env = {"gpu": "G", "gpu_slug": "g", "date": "d", "commit": "c"}
+    recs = [{"id": f"t/cupy/{f}/{s}/{n}/float32", "topic": "t", "impl": "cupy", "variant": f"{f}/{s}", "shape": [n],
+             "dtype": "float32", "ms": ms * n, "ref": f"t/cupy/{f}/slow/{n}/float32", "ratio": 1.0, "rel_err": 0.0,
+             "family": f, "step": s}
+            for f in ("power_law", "banded") for n in (3000, 700) for s, ms in (("slow", 2.0), ("fast", 1.0))]
+    data = results.merge({}, env, recs)
+    labels = {"family": ("矩阵", "matrix"), "n": ("行数", "rows")}
+    words = {"family": {"banded": ("带状", "banded"), "power_law": ("幂律", "power-law")}}
+    table = results.render_table(data, "t", ["step", "ms"], "en", order="ms", labels=labels, words=words,
+                                 group=["family", "n"])
+    assert "\n\n" not in table
+    lines = table.splitlines()
+    assert lines[0] == "| matrix, rows | step | time (ms) |" and lines[1] == "|---|---:|---:|"
+    cells = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:]]
+    assert [c[0] for c in cells] == ["banded, 700", "", "banded, 3,000", "", "power-law, 700", "",
+                                     "power-law, 3,000", ""], cells
+    assert [c[1] for c in cells] == ["fast", "slow"] * 4  # order=ms within each matrix
+    zh = results.render_table(data, "t", ["step"], "zh", labels=labels, words=words, group=["family", "n"])
+    assert zh.splitlines()[0] == "| 矩阵，行数 | 步 |" and "| 带状，700 |" in zh and "幂律，3,000" in zh
+    cols = ["step", "ms", "ratio", "ms", "ratio", "ms", "ratio"]  # 7 columns and the group's: split
+    parts = results.render_table(data, "t", cols, "en", labels=labels, words=words, group=["family", "n"]).split("\n\n")
+    heads = [t.splitlines()[0].strip("| ").split(" | ") for t in parts]
+    assert len(parts) == 2 and all(len(h) <= results.MAX_COLUMNS and h[:2] == ["matrix, rows", "step"] for h in heads)
+
+
+def test_the_spmv_results_are_one_table_grouped_by_matrix(hook):
+    """docs/algorithms*.md: the SpMV results are one table, grouped by matrix
+    (not six with one header), the same directive in both languages, and
+    the Chinese one names the matrices in Chinese."""
+    from pathlib import Path
+
+    docs = Path(results.ROOT) / "docs"
+    found = {}
+    for page in ("algorithms.md", "algorithms.en.md"):
+        lines = [ln for ln in (docs / page).read_text().splitlines()
+                 if ln.startswith("<!-- results-table topic=spmv ") and "columns=family," not in ln]
+        assert len(lines) == 1 and "group=family,n" in lines[0], (page, lines)
+        found[page] = lines[0]
+    assert found["algorithms.md"] == found["algorithms.en.md"]
+    zh = hook.render(found["algorithms.md"], "algorithms.md", "zh", "nvidia-h200")
+    assert "\n\n" not in zh and zh.splitlines()[0].startswith("| 矩阵，行数 |")
+    named = [ln.split("|")[1].strip() for ln in zh.splitlines()[2:] if ln.split("|")[1].strip()]
+    assert len(named) == 6 and all(n.split("，")[0] in ("带状", "均匀随机", "幂律") for n in named), named
 
 
 def test_a_legend_over_data_is_moved_clear_of_it(tmp_path):

@@ -6,6 +6,8 @@ A page asks for results with HTML comments (invisible when not rendered):
     <!-- results-plot topic=vector_add alt="vector add bandwidth" -->
     <!-- results-plot topic=matmul plot=matmul_energy alt="..." -->  (a topic's second plot)
     <!-- results-table ... order=step -->  (sort by a key instead of impl, variant)
+    <!-- results-table ... group=family,n -->  (one table, not one per matrix: a leading
+        column names each family and size on its group's first row; order= sorts within)
     <!-- results-stamp topic=vector_add -->
 
 They become a Markdown table, an image of the plot and the environment stamp,
@@ -103,6 +105,11 @@ def check_table(data: dict, topic: str, args: dict) -> None:
     order = args.get("order", "").lstrip("-")
     if order and not has(order):
         raise DirectiveError(f"order={order}: no {topic} record has it")
+    for key in (k for k in args.get("group", "").split(",") if k):
+        if not any(results.value(r, key) is not None for r in chosen):
+            raise DirectiveError(f"group={args['group']}: no selected {topic} record has {key!r}")
+        if key not in results.HEADERS["zh"] and key not in _labels(topic):
+            raise DirectiveError(f"group key {key!r} has no label: add it to LABELS in kernels/bench/{topic}.py")
 
 
 def other_gpus(gpu: str) -> list[str]:
@@ -164,7 +171,8 @@ def _one(data: dict, gpu: str, kind: str, args: dict, src_uri: str, lang: str) -
         check_table(data, topic, args)
         where = dict(w.split(":", 1) for w in args.get("where", "").split(",") if w)
         return results.render_table(data, topic, args["columns"].split(","), lang, where, args.get("order"),
-                                    labels=_labels(topic), words=_words(topic))
+                                    labels=_labels(topic), words=_words(topic),
+                                    group=[k for k in args.get("group", "").split(",") if k])
     if kind == "stamp":
         return results.render_stamp(data, topic, lang)
     # the Chinese copy of the plot on Chinese pages (kernels/bench/plotting.py draws both)

@@ -28,11 +28,14 @@ ORDER = 44  # the Tensor Core chapter: formats, cuBLAS, then the ladder (45)
 SIZES = (256, 512, 1024, 2048, 4096, 8192, 16384)
 ENERGY_SIZE = 8192
 FORMATS = ("fp64", "fp32", "tf32", "bf16", "fp16", "int8")
+TENSOR_FORMATS = ("tf32", "bf16", "fp16", "int8", "fp8")  # peaks at the sheet's Tensor Core clock
 LABELS = {
     "sm_clock_mhz": ("SM 时钟 (MHz)", "SM clock (MHz)"),
     "power_w_median": ("功率中位数 (W)", "median power (W)"),
     "j_per_tflop": ("能耗 (J/TFLOP)", "energy (J/TFLOP)"),
     "datasheet": ("数据手册峰值", "datasheet peak"),
+    "loop_tflops": ("同一循环内的速率 (TFLOP/s)", "rate in that loop (TFLOP/s)"),
+    "peak_share_at_clock": ("占按时钟折算峰值的比例", "share of the peak at that clock"),
 }
 # NVIDIA H200 Tensor Core GPU datasheet (SXM), dense rates: the datasheet's
 # Tensor Core figures are "with sparsity", twice the dense rate, and are
@@ -91,10 +94,7 @@ def measure(quick: bool = False) -> list[dict]:
             if fmt in peaks:
                 rec["datasheet"] = peaks[fmt]
             if n == energy_size:
-                with harness.ClockSampler() as clocks:
-                    e = harness.measure_energy(gf.matmul, sets, min_seconds=0.5 if quick else 2.0)
-                rec.update(harness.energy_fields(e, gflop=2 * n**3 / 1e9), **clocks.summary())
-                rec["j_per_tflop"] = rec["energy_j_per_gflop"] * 1e3
+                rec.update(_energy_window(gf.matmul, sets, n, quick, peaks.get(fmt), tensor=fmt in TENSOR_FORMATS))
             base = rec if fmt == "fp32" else base
             records.append(rec)
             del q, C, sets
@@ -109,6 +109,31 @@ def measure(quick: bool = False) -> list[dict]:
         r["ratio"] = r["tflops"] / fp32[tuple(r["shape"])]
         records.append(r)
     return records
+
+
+def sheet_clock_mhz(gpu: str = "NVIDIA H200") -> float:
+    """The SM clock the datasheet's Tensor Core peak implies: BF16 dense =
+    SMs x 2048 FMA per clock x 2 FLOP x clock (H200: 132 SMs, about 1830 MHz)."""
+    return DATASHEET[gpu]["bf16"] * 1e12 / (132 * 2048 * 2) / 1e6
+
+
+def _energy_window(fn, sets, n: int, quick: bool, peak: float | None, tensor: bool) -> dict:
+    """One loop of >= 2 s measures the rate, the clock and the power together:
+    board energy (NVML's counter), the SM clock and power sampled during it,
+    and the loop's own rate (calls x 2n^3 / its seconds), so that the rate
+    can be set against the clock it ran at. peak_share_at_clock: that rate over
+    the datasheet peak scaled to the loop's median clock (the Tensor Core
+    formats, whose peaks the sheet gives at one clock)."""
+    from .. import harness
+
+    with harness.ClockSampler() as clocks:
+        e = harness.measure_energy(fn, sets, min_seconds=0.5 if quick else 2.0)
+    out = {**harness.energy_fields(e, gflop=2 * n**3 / 1e9), **clocks.summary()}
+    out["j_per_tflop"] = out["energy_j_per_gflop"] * 1e3
+    out["loop_tflops"] = e["calls"] * 2 * n**3 / e["seconds"] / 1e12
+    if peak is not None and tensor:
+        out["peak_share_at_clock"] = out["loop_tflops"] / (peak * out["sm_clock_mhz"] / sheet_clock_mhz())
+    return out
 
 
 def _torch_anchors(sizes, energy_size, quick, peaks) -> list[dict]:
@@ -150,10 +175,7 @@ def _torch_anchors(sizes, energy_size, quick, peaks) -> list[dict]:
             if fmt in peaks:
                 rec["datasheet"] = peaks[fmt]
             if n == energy_size:
-                with harness.ClockSampler() as clocks:
-                    e = harness.measure_energy(lambda: fn(x, y), min_seconds=0.5 if quick else 2.0)
-                rec.update(harness.energy_fields(e, gflop=2 * n**3 / 1e9), **clocks.summary())
-                rec["j_per_tflop"] = rec["energy_j_per_gflop"] * 1e3
+                rec.update(_energy_window(lambda: fn(x, y), ((),), n, quick, peaks.get(fmt), tensor=True))
             out.append(rec)
         del a, b, cases
         torch.cuda.empty_cache()
@@ -232,18 +254,15 @@ def claims(data: dict) -> None:
         assert r["power_w_median"] > 650                                            # at the 700 W cap
     assert rec("fp32")["sm_clock_mhz"] > 1900                                        # FP32 runs at full clock
     assert 0.7 < rec("fp32")["tflops"] / rec("fp32")["datasheet"] < 0.8              # a little over 7 tenths
-    tc_clock = DATASHEET["NVIDIA H200"]["bf16"] * 1e12 / (132 * 2048 * 2) / 1e6    # the sheet's clock, ~1830 MHz
+    tc_clock = sheet_clock_mhz()                                                     # the sheet's clock, ~1830 MHz
     for fmt in ("tf32", "bf16", "fp16", "int8"):
         r = rec(fmt)
         assert 0.65 < r["sm_clock_mhz"] / tc_clock < 0.85                            # two to three tenths lower
-        # the rate and the clock columns come from different windows; the energy loop's own
-        # rate is its power over its energy per TFLOP, and scaled by the loop's clock a clear
-        # part of the gap remains (the clock explains part of it, not all)
-        loop_tflops = r["power_w_median"] / r["j_per_tflop"]
-        at_clock = r["datasheet"] * r["sm_clock_mhz"] / tc_clock
-        assert loop_tflops / at_clock < 0.9, (fmt, loop_tflops / at_clock)           # a clear part remains
-    at_clock = rec("int8")["datasheet"] * rec("int8")["sm_clock_mhz"] / tc_clock
-    assert rec("int8")["tflops"] > at_clock    # the timed rate above the peak at the loop's clock: impossible
+        # rate, clock and power from one loop of >= 2 s: scaled to the clock it ran at, the
+        # Tensor Cores still fall clearly short of the peak (the clock explains part of the gap)
+        assert abs(r["loop_tflops"] / r["tflops"] - 1) < 0.2, fmt                   # the loop's rate near the timed one
+        assert 0.7 < r["peak_share_at_clock"] < 0.92, (fmt, r["peak_share_at_clock"])  # a clear part remains
+        assert r["peak_share_at_clock"] > r["loop_tflops"] / r["datasheet"]          # ... but the clock is part of it
     assert rec("fp64")["sm_clock_mhz"] > max(rec(f)["sm_clock_mhz"] for f in ("tf32", "bf16", "fp16", "int8"))
     for fmt in ("tf32", "bf16", "fp16", "int8"):
         assert rec(fmt)["sm_clock_mhz"] < 1600                                       # the Tensor Cores clock down
@@ -253,7 +272,7 @@ def claims(data: dict) -> None:
     assert 6 < rec("tf32")["ratio"] < 8                                              # TF32: six to seven times
     assert rec("bf16")["ratio"] > 10 and rec("int8")["ratio"] > 20                  # over 10x and 20x
     for fmt in ("tf32", "bf16", "fp16", "int8"):  # n = 256 .. 1024: one call's time hardly changes (the call rate)
-        assert rec(fmt, 1024)["ms"] < 1.5 * rec(fmt, 256)["ms"] and rec(fmt, 1024)["ms"] < 0.05, fmt
+        assert rec(fmt, 1024)["ms"] < 1.5 * rec(fmt, 256)["ms"], fmt
     assert max(r["tflops"] for r in rows if r["variant"] == "bf16") < 0.8 * DATASHEET["NVIDIA H200"]["bf16"]
     if any(r["impl"] == "torch" for r in rows):
         assert abs(rec("fp16_torch", impl="torch")["tflops"] / rec("fp16")["tflops"] - 1) < 0.1  # the same cuBLAS

@@ -172,17 +172,18 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
         return []
     env = data["topics"][TOPIC]["env"]
     fig, axes = plotting.new_figure(7.5, 8.5, nrows=2)
-    styles = {"fp32": ("tab:gray", "-"), "tf32": ("tab:purple", "-"), "bf16": ("tab:green", "-"),
-              "fp16": ("tab:blue", "-"), "fp16_acc16": ("tab:blue", ":"), "int8": ("tab:red", "-"),
-              "fp8_e4m3": ("tab:orange", "-"), "fp8_e5m2": ("tab:orange", "--")}
+    # each format its own colour and marker (TF32 and FP16 draw the same curve: the markers tell them apart)
+    styles = {"fp32": ("tab:gray", "-", "o"), "tf32": ("tab:purple", "-", "s"), "bf16": ("tab:green", "-", "D"),
+              "fp16": ("tab:blue", "-", "^"), "fp16_acc16": ("tab:cyan", ":", "v"), "int8": ("tab:red", "-", "P"),
+              "fp8_e4m3": ("tab:orange", "-", "h"), "fp8_e5m2": ("tab:brown", "--", "*")}
     titles = {"normal": "inputs N(0, 1)", "wide": "inputs N(0, 1) x 2^U(-12, 12)"}  # the first in the figure's title
     for ax, dist in zip(axes, DISTS):
         for fmt in ERROR_FORMATS:
             pts = sorted((r["shape"][2], r["rel_err"]) for r in rows
                          if r["fmt"] == fmt and r["dist"] == dist and r["rel_err"] is not None)
-            color, ls = styles[fmt]
+            color, ls, marker = styles[fmt]
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, color=color, linestyle=ls,
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, ms=4, color=color, linestyle=ls,
                         label=NAMES[fmt])
             over = sorted(r["shape"][2] for r in rows if r["fmt"] == fmt and r["dist"] == dist and r["rel_err"] is None)
             if over:
