@@ -401,14 +401,19 @@ HEADERS = {
            "energy_pj_per_byte": "能耗 (pJ/B)", "avg_power_w": "平均功率 (W)",
            "local_bytes": "局部内存 (B)", "step": "步", "regs": "寄存器", "smem_bytes": "共享内存 (B)",
            "occupancy": "占用率", "blocks_per_sm": "每 SM 块数", "energy_ratio_to_naive": "能耗 / 朴素版",
-           "dynamic_smem": "动态共享内存 (B)", "threads": "线程数", "energy_j_per_call": "每次调用能耗 (J)"},
+           "dynamic_smem": "动态共享内存 (B)", "threads": "线程数", "energy_j_per_call": "每次调用能耗 (J)",
+           # kernels.harness.paired_rounds: a ratio measured round by round beside its reference
+           "paired_ratio": "逐轮配对比值（中位数）", "ratio_min": "各轮最小", "ratio_max": "各轮最大",
+           "rounds": "轮数"},
     "en": {"impl": "impl", "variant": "variant", "shape": "shape", "n": "elements", "dtype": "dtype",
            "ms": "time (ms)", "gbps": "bandwidth (GB/s)", "tflops": "TFLOP/s", "ratio": "ratio to ref",
            "ref": "reference", "rel_err": "rel. error", "energy_j_per_gflop": "energy (J/GFLOP)",
            "energy_pj_per_byte": "energy (pJ/B)", "avg_power_w": "avg. power (W)",
            "local_bytes": "local memory (B)", "step": "step", "regs": "registers", "smem_bytes": "shared (B)",
            "occupancy": "occupancy", "blocks_per_sm": "blocks/SM", "energy_ratio_to_naive": "energy / naive",
-           "dynamic_smem": "dynamic shared (B)", "threads": "threads", "energy_j_per_call": "energy per call (J)"},
+           "dynamic_smem": "dynamic shared (B)", "threads": "threads", "energy_j_per_call": "energy per call (J)",
+           "paired_ratio": "paired ratio (median)", "ratio_min": "lowest round", "ratio_max": "highest round",
+           "rounds": "rounds"},
 }
 
 def _fmt(key: str, value) -> str:

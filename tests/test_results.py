@@ -516,7 +516,7 @@ def test_the_spmv_results_are_one_table_grouped_by_matrix(hook):
     found = {}
     for page in ("algorithms.md", "algorithms.en.md"):
         lines = [ln for ln in (docs / page).read_text().splitlines()
-                 if ln.startswith("<!-- results-table topic=spmv ") and "columns=family," not in ln]
+                 if ln.startswith("<!-- results-table topic=spmv ") and "group=" in ln and "where=" not in ln]
         assert len(lines) == 1 and "group=family,n" in lines[0], (page, lines)
         found[page] = lines[0]
     assert found["algorithms.md"] == found["algorithms.en.md"]
@@ -556,3 +556,24 @@ def test_a_legend_over_data_is_moved_clear_of_it(tmp_path):
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+def test_no_page_has_a_run_of_tables_with_one_header():
+    """Two results tables one after the other (nothing but a short line
+    between) with the same topic and columns, selecting by the same keys
+    with other values, are one table split by hand: group= them instead."""
+    import re
+    from pathlib import Path
+
+    def where_keys(ln: str) -> set:
+        m = re.search(r"where=(\S+)", ln)
+        return {w.split(":")[0] for w in m.group(1).split(",")} if m else set()
+
+    for page in sorted((Path(results.ROOT) / "docs").glob("*.md")):
+        lines = page.read_text().splitlines()
+        tables = [(i, m.group(1), m.group(2)) for i, ln in enumerate(lines)
+                  if (m := re.match(r"<!-- results-table topic=(\S+) columns=(\S+)", ln))]
+        for (i, t1, c1), (j, t2, c2) in zip(tables, tables[1:]):
+            between = [ln for ln in lines[i + 1:j] if ln.strip()]
+            split = t1 == t2 and c1 == c2 and where_keys(lines[i]) == where_keys(lines[j])
+            assert not (split and len(between) <= 1), (page.name, lines[i], lines[j])

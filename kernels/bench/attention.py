@@ -61,6 +61,7 @@ LABELS = {
     "step": ("实现", "implementation"),
     "config": ("分块配置", "tile configuration"),
     "causal": ("因果掩码", "causal mask"),
+    "shape[2]": ("头维度 d", "head size d"),
     "vs_torch": ("相对 torch SDPA", "vs torch SDPA"),
     "hbm_bytes_model": ("显存流量（模型）", "HBM traffic, model"),
     "l2_bytes_model": ("L2 读入（模型）", "L2 reads, model"),
