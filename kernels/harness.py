@@ -112,7 +112,7 @@ def time_host(fn: Callable, *, warmup: int = 2, samples: int = 15, min_sample_ms
 
 
 def paired_rounds(cases: dict[str, tuple[Callable, Sequence[tuple]]], ref: str, *, rounds: int = 5,
-                  work: dict[str, float] | None = None, timer: Callable | None = None,
+                  work_per_call: dict[str, float] | None = None, timer: Callable | None = None,
                   **timer_args) -> dict[str, dict]:
     """Time several implementations of one job in paired rounds, and each
     one's speed against `ref` with its spread: the one way a ratio that a
@@ -126,7 +126,7 @@ def paired_rounds(cases: dict[str, tuple[Callable, Sequence[tuple]]], ref: str, 
     median of its rounds, "paired_ratio": median of its per-round ratios,
     "ratio_min", "ratio_max" (their spread), "rounds", "ms_rounds"}.
     timer(fn, arg_sets, **timer_args) -> {"ms": ...}: time_gpu by default
-    (time_host for a fn that synchronizes). work: name -> the useful work
+    (time_host for a fn that synchronizes). work_per_call: name -> the useful work
     of one call (bytes, FLOPs), when the cases do different amounts (a
     kernel against a copy of another size): the ratio is then of rates,
     (work / ms) over the reference's (work / ms)."""
@@ -143,7 +143,7 @@ def paired_rounds(cases: dict[str, tuple[Callable, Sequence[tuple]]], ref: str, 
             ms[name].append(float(timer(fn, arg_sets, **timer_args)["ms"]))
     out = {}
     for name in names:
-        scale = 1.0 if work is None else work[name] / work[ref]
+        scale = 1.0 if work_per_call is None else work_per_call[name] / work_per_call[ref]
         ratios = [scale * a / b for a, b in zip(ms[ref], ms[name])]
         out[name] = {"ms": statistics.median(ms[name]), "paired_ratio": statistics.median(ratios),
                      "ratio_min": min(ratios), "ratio_max": max(ratios), "rounds": rounds,

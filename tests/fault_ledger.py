@@ -15,8 +15,8 @@ On the next run a mutant whose KEY is there as caught, on the same GPU, is
 not run again: the test says how many it reused and from which commits, and
 when it reuses every one, it is reported as skipped with that reason, never
 as passed. A survivor is never reused: it runs again, and fails the test
-again. Change a page's code, or a kernel it loads, and its keys change:
-all its mutants run again. `HANDBOOK_FAULTS=all` ignores the ledger.
+again. Change a block, or a kernel it loads, and the keys of the mutants
+that run that block change: those run again, the rest stand. `HANDBOOK_FAULTS=all` ignores the ledger.
 
 Answers are written one by one as each mutant finishes (under a file lock:
 xdist workers share the file), so a run cut short keeps what it proved, and
@@ -31,6 +31,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 from tests import record
@@ -43,13 +44,46 @@ def path(gpu_slug: str) -> Path:
     return DIR / f"{gpu_slug}.json"
 
 
-def mutant_key(page_sources: dict[str, str], mutant_id: str, text: str) -> str:
-    """What a mutant's answer depends on: the page's code, the kernels it
-    loads, and the mutant's text."""
+def mutant_key(inputs: dict[str, str], mutant_id: str, text: str) -> str:
+    """What a mutant's answer depends on (mutant_inputs: the code of the
+    blocks it runs and of the CUDA C files they load) and the mutant's text."""
     h = hashlib.sha256()
-    h.update(json.dumps(page_sources, sort_keys=True).encode())
+    h.update(json.dumps(inputs, sort_keys=True).encode())
     h.update(b"\0" + mutant_id.encode() + b"\0" + text.encode())
     return h.hexdigest()[:20]
+
+
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+
+
+def mutant_inputs(page_text: str, spec: dict) -> dict[str, str]:
+    """{what: code hash} of everything the fault driver runs for one GPU
+    mutant (tests/fault_driver.run_mutant): the page's GPU blocks that hold
+    it (a python mutant) or load its file (a CUDA C one), and every
+    kernels/cuda file those blocks name, with the files those #include.
+    A change anywhere else on the page leaves the answer standing."""
+    from kernels import results
+    from tests import fault_driver, pages as P
+    from tests.record import CU_NAME
+
+    base = fault_driver.python_blocks(page_text, True)
+    if spec["lang"] == "python":
+        after = fault_driver.python_blocks(page_text, True, replace=(spec["target"], spec["text"]))
+        run = [a for a, b in zip(base, after) if a.code != b.code]
+    else:
+        name = Path(spec["target"].split(":")[0]).name
+        run = [b for b in base if name in b.code]
+    out = {f"block {k}": results.code_hash("x.py", b.code) for k, b in enumerate(run)}
+    cuda = P.ROOT / "kernels" / "cuda"
+    todo = sorted({c for b in run for c in CU_NAME.findall(b.code)})
+    while todo:
+        cu = todo.pop()
+        if f"cuda/{cu}" in out or not (cuda / cu).is_file():
+            continue
+        text = (cuda / cu).read_text()
+        out[f"cuda/{cu}"] = results.code_hash(cu, text)
+        todo += [Path(inc).name for inc in INCLUDE.findall(text)]
+    return out
 
 
 def load(gpu_slug: str) -> dict:

@@ -204,8 +204,13 @@ def source_sha(zh_page: Path) -> str:
 
 def stamp(only: list[str] | None = None) -> None:
     """Record in each English page (or those named) the revision of its Chinese twin it matches."""
+    names = {Path(o).name for o in only or []}
+    names |= {n[: -len(".md")] + ".en.md" for n in names if not n.endswith(".en.md")}
+    unknown = {n for n in names if n.endswith(".en.md")} - {p.name for p in pages()}
+    if unknown:
+        raise SystemExit(f"no such page: {sorted(unknown)}")
     for en in (p for p in pages() if p.name.endswith(".en.md")):
-        if only and not any(en.name == o or en.name == o.replace(".md", ".en.md") or str(en).endswith(o) for o in only):
+        if only and en.name not in names:
             continue
         text = en.read_text()
         meta, body = split_front_matter(text)

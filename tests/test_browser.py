@@ -76,6 +76,9 @@ def visit(browser, server, path, width=1280):
     page, its console errors and the requests that failed or left the site."""
     ctx = browser.new_context(viewport={"width": width, "height": 900})
     page = ctx.new_page()
+    # the longest page takes Chromium over 30 s (Playwright's default) to load on a
+    # 2-core CI machine that runs the other tests beside it: a slow load is no fault
+    page.set_default_navigation_timeout(120_000)
     errors, outside = [], []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))

@@ -211,6 +211,7 @@ def test_paired_rounds_pair_each_case_with_the_reference_round_by_round():
     with pytest.raises(ValueError, match="reference"):
         harness.paired_rounds({"x": ("x", ())}, "ref", timer=timer)
     # different work per call: a ratio of rates (a kernel moving 12 bytes per element against a copy of 8)
-    out = harness.paired_rounds({"copy": ("c", ()), "add": ("a", ())}, "copy", rounds=1, work={"copy": 8, "add": 12},
+    out = harness.paired_rounds({"copy": ("c", ()), "add": ("a", ())}, "copy", rounds=1,
+                                work_per_call={"copy": 8, "add": 12},
                                 timer=lambda fn, a: {"ms": 1.0 if fn == "c" else 1.6})
     assert out["add"]["paired_ratio"] == pytest.approx(12 / 1.6 / 8)

@@ -322,12 +322,12 @@ def test_planted_faults_fail_the_gpu_blocks(page, tmp_path):
     GPU blocks fail. Answers proven before on this GPU with the same code
     are reused from the ledger (tests/fault_ledger.py), and said so."""
     from kernels.harness import env_stamp
-    from tests import fault_ledger, record
+    from tests import fault_ledger
 
     specs = _specs(page, gpu=True)
     assert specs, f"{ids(page)}: no fault to plant in its GPU blocks"
-    env, rel, sources = env_stamp(), page.relative_to(P.ROOT).as_posix(), record.page_sources(page)
-    keys = {s["id"]: fault_ledger.mutant_key(sources, s["id"], s["text"]) for s in specs}
+    env, rel, text = env_stamp(), page.relative_to(P.ROOT).as_posix(), page.read_text()
+    keys = {s["id"]: fault_ledger.mutant_key(fault_ledger.mutant_inputs(text, s), s["id"], s["text"]) for s in specs}
     fault_ledger.keep_only(env["gpu_slug"], rel, set(keys.values()))
     reused = fault_ledger.reusable(env["gpu_slug"], rel, keys)
     todo = [s for s in specs if s["id"] not in reused]
@@ -428,3 +428,23 @@ def test_every_mutant_of_a_page_has_its_own_id():
     for page in ZH:
         mids = [m.id for m, _ in page_mutants(page)]
         assert len(mids) == len(set(mids)), sorted({i for i in mids if mids.count(i) > 1})
+
+
+def test_a_mutants_ledger_key_follows_only_the_code_it_runs():
+    """tests/fault_ledger.mutant_inputs: the GPU blocks that load the mutated
+    file and the kernels they load (with their #includes); another block's
+    change leaves the key, a change in its own block or kernel moves it."""
+    from tests import fault_ledger as L
+
+    def page(a: str, b: str) -> str:
+        return (f"<!--pytest.mark.gpu-->\n```python\nsrc = 'spmv.cu'\n{a}\n```\n\n"
+                f"<!--pytest.mark.gpu-->\n```python\nsrc = 'attention.cu'\n{b}\n```\n")
+
+    spec = {"lang": "cuda", "target": "kernels/cuda/spmv.cu:spmv_merge", "id": "m", "text": "mutated"}
+    key = lambda text: L.mutant_key(L.mutant_inputs(text, spec), "m", "mutated")  # noqa: E731
+    base = page("x = 1", "y = 1")
+    assert set(L.mutant_inputs(base, spec)) == {"block 0", "cuda/spmv.cu"}
+    assert key(page("x = 1", "y = 2")) == key(base)   # a block that does not load spmv.cu
+    assert key(page("x = 2", "y = 1")) != key(base)   # the block that does
+    other = dict(spec, target="kernels/cuda/attention.cu:attention_fp16")
+    assert {"cuda/attention.cu", "cuda/tensor_cores.cu"} <= set(L.mutant_inputs(base, other))  # its #include
