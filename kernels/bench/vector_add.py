@@ -138,7 +138,7 @@ def _pair_with_the_ceiling(records: list[dict], n: int, sets, quick: bool) -> No
     cases = {"ceiling": (copy, ((),))}
     cases.update({f"{i}/{v}": (launchers[i, v], sets) for i, v in PAIRED})
     work = {"ceiling": 2 * src.nbytes, **{f"{i}/{v}": 12 * n for i, v in PAIRED}}
-    paired = harness.paired_rounds(cases, "ceiling", rounds=2 if quick else 7, work=work)
+    paired = harness.paired_rounds(cases, "ceiling", rounds=2 if quick else 7, work_per_call=work)
     for r in records:
         key = f"{r['impl']}/{r['variant']}"
         if r["shape"] == [n] and key in paired:
