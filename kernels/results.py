@@ -551,12 +551,8 @@ def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
         return _split(data, topic, columns, lang, where, order, labels, words, max_columns - bool(group), group)
     if order:  # "-key": largest first
         key, sign = (order[1:], -1) if order.startswith("-") else (order, 1)
-        listed = list((words or {}).get(key, {}))  # a text column's words, in the order the topic lists them
-
         def rank(r):
-            v = value(r, key)
-            if isinstance(v, str) and listed:
-                v = listed.index(v) if v in listed else len(listed)
+            v = _listed(key, value(r, key), words)
             return (v is None, sign * (v or 0), r["shape"])
         rows.sort(key=rank)
     if group:  # stable: `order` still holds within a group
@@ -592,13 +588,21 @@ def render_table(data: dict, topic: str, columns: list[str], lang: str = "zh",
     return "\n".join(lines)
 
 
+def _listed(key: str, v, words: dict | None):
+    """A text value of a column that `words` lists, as its place in that
+    list (unlisted: after them); anything else as it is."""
+    listed = list((words or {}).get(key, {}))
+    if isinstance(v, str) and listed:
+        return listed.index(v) if v in listed else len(listed)
+    return v
+
+
 def _group_rank(r: dict, key: str, words: dict | None):
     """Where a record's group comes for one key: a text value in the order
     `words` lists it (others after, alphabetically), a number ascending."""
     v = value(r, key)
-    listed = list((words or {}).get(key, {}))
     if isinstance(v, str):
-        return (False, listed.index(v) if v in listed else len(listed), v)
+        return (False, _listed(key, v, words), v)
     return (v is None, 0, v if v is not None else 0)
 
 

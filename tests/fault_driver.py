@@ -55,24 +55,32 @@ def run_block(code: str) -> None:
         exec(code, {"__MODULE__": "__main__", "PlantedFault": PlantedFault})
 
 
+def touched_blocks(page_text: str, mut: dict, gpu: bool) -> list[tuple]:
+    """(pristine, as run) for each block of the chosen kind that one mutant
+    touches: those that hold a python mutant's section (run with the fault
+    in them), or that load a CUDA C mutant's file (run as they are: the
+    fault is in the file)."""
+    base = python_blocks(page_text, gpu)
+    if mut["lang"] == "python":
+        after = python_blocks(page_text, gpu, replace=(mut["target"], mut["text"]))
+        return [(a, b) for a, b in zip(base, after) if a.code != b.code]
+    name = Path(mut["target"].split(":")[0]).name
+    return [(b, b) for b in base if name in b.code]
+
+
 def run_mutant(page_text: str, mut: dict, gpu: bool, root: Path = Path("."), watchdog=None) -> dict:
     """Run the blocks one mutant touches, until the answer is known (a python
     mutant survives when one block that holds it passes; a CUDA C one is
     caught when one block that loads its file fails); {"id", "what",
     "failed", "blocks" (those run), "error"}. watchdog(lineno), when given,
     is called as each block starts."""
-    base = python_blocks(page_text, gpu)
+    run = [b for _, b in touched_blocks(page_text, mut, gpu)]
     restore = None
-    if mut["lang"] == "python":
-        after = python_blocks(page_text, gpu, replace=(mut["target"], mut["text"]))
-        run = [b for a, b in zip(base, after) if a.code != b.code]
-        need_all = True  # every block holding the function must fail
-    else:
+    need_all = mut["lang"] == "python"  # every block holding a python function must fail; for CUDA C,
+    if not need_all:                    # some block that loads the file
         file = root / mut["target"].split(":")[0]
         restore = file.read_text()
         file.write_text(mut["text"])
-        run = [b for b in base if file.name in b.code]
-        need_all = False  # some block that loads the file must fail
     failures, errors, crashed, ran = 0, [], False, 0
     try:
         for b in run:

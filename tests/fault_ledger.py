@@ -2,11 +2,13 @@
 
 A page's GPU planted-fault proof (tests/test_page_code.py) compiles a mutated
 .cu file and runs the page's GPU blocks once per mutant: several hundred
-mutants, hours of process time on one GPU. Its answer for one mutant depends
-only on the code: the page's blocks, the CUDA C files they load
-(tests.record.page_sources: comments and layout do not count) and the
-mutant's own text. So each answer is kept, keyed by a hash of exactly that,
-in docs/assets/results/test-runs/faults/<gpu>.json:
+mutants, hours of process time on one GPU. Its answer for one mutant
+depends only on the code it runs: the page's GPU blocks that hold the
+mutant (or load its .cu file), the CUDA C files those blocks load with
+their #includes (mutant_inputs; comments and layout do not count, as in
+the topics' freshness stamps) and the mutant's own text. So each answer is
+kept, keyed by a hash of exactly that, in
+docs/assets/results/test-runs/faults/<gpu>.json:
 
     {"schema": 1,
      "pages": {"docs/x.md": {KEY: {"id", "caught": bool, "seconds", "commit", "date", "error"}}}}
@@ -16,7 +18,8 @@ not run again: the test says how many it reused and from which commits, and
 when it reuses every one, it is reported as skipped with that reason, never
 as passed. A survivor is never reused: it runs again, and fails the test
 again. Change a block, or a kernel it loads, and the keys of the mutants
-that run that block change: those run again, the rest stand. `HANDBOOK_FAULTS=all` ignores the ledger.
+that run that block change: those run again, the rest stand.
+`HANDBOOK_FAULTS=all` ignores the ledger.
 
 Answers are written one by one as each mutant finishes (under a file lock:
 xdist workers share the file), so a run cut short keeps what it proved, and
@@ -31,7 +34,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 
 from tests import record
@@ -53,36 +55,18 @@ def mutant_key(inputs: dict[str, str], mutant_id: str, text: str) -> str:
     return h.hexdigest()[:20]
 
 
-INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
-
-
 def mutant_inputs(page_text: str, spec: dict) -> dict[str, str]:
     """{what: code hash} of everything the fault driver runs for one GPU
-    mutant (tests/fault_driver.run_mutant): the page's GPU blocks that hold
-    it (a python mutant) or load its file (a CUDA C one), and every
-    kernels/cuda file those blocks name, with the files those #include.
-    A change anywhere else on the page leaves the answer standing."""
+    mutant: the page's GPU blocks it touches (tests/fault_driver.touched_blocks,
+    as they are without the fault) and the kernels/cuda files they load
+    (tests/record.cuda_sources). A change anywhere else on the page leaves
+    the answer standing."""
     from kernels import results
-    from tests import fault_driver, pages as P
-    from tests.record import CU_NAME
+    from tests import fault_driver
 
-    base = fault_driver.python_blocks(page_text, True)
-    if spec["lang"] == "python":
-        after = fault_driver.python_blocks(page_text, True, replace=(spec["target"], spec["text"]))
-        run = [a for a, b in zip(base, after) if a.code != b.code]
-    else:
-        name = Path(spec["target"].split(":")[0]).name
-        run = [b for b in base if name in b.code]
+    run = [a for a, _ in fault_driver.touched_blocks(page_text, spec, True)]
     out = {f"block {k}": results.code_hash("x.py", b.code) for k, b in enumerate(run)}
-    cuda = P.ROOT / "kernels" / "cuda"
-    todo = sorted({c for b in run for c in CU_NAME.findall(b.code)})
-    while todo:
-        cu = todo.pop()
-        if f"cuda/{cu}" in out or not (cuda / cu).is_file():
-            continue
-        text = (cuda / cu).read_text()
-        out[f"cuda/{cu}"] = results.code_hash(cu, text)
-        todo += [Path(inc).name for inc in INCLUDE.findall(text)]
+    out.update(record.cuda_sources(b.code for b in run))
     return out
 
 

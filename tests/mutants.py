@@ -262,19 +262,24 @@ def cuda_functions(text: str) -> list[tuple[str, bool, int, int]]:
 def cuda_mutants(target: str, text: str) -> list[Mutant]:
     code = _blank_comments(text)
     out = []
+    seen: dict[str, int] = {}
     for name, void, a, b in cuda_functions(text):
         returns_bool = re.search(r"\bbool\s+" + name + r"\b", text) is not None
         # bool: return true, so a guard that picks a fast path wrongly says yes
         # (false would only take the always-correct slow path)
         ret = " return; " if void else " return true; " if returns_bool else " return {}; "
-        out.append(Mutant(target, name, "raise", text[:a + 1] + ret + text[a + 1:], "return at the top of the body"))
+        # a macro that defines two kernels names both by its parameter (SPMV_SUBWARP(L)):
+        # the second is L#2, so that every mutant has its own id
+        seen[name] = seen.get(name, 0) + 1
+        fn = name if seen[name] == 1 else f"{name}#{seen[name]}"
+        out.append(Mutant(target, fn, "raise", text[:a + 1] + ret + text[a + 1:], "return at the top of the body"))
         key = f"{target}:{name}"
         if key in overrides():
             old, new, _why = overrides()[key]
             body = text[a:b]
             if body.count(old) != 1:
                 raise ValueError(f"override for {key}: {old!r} must occur once in the function")
-            out.append(Mutant(target, name, "wrong", text[:a] + body.replace(old, new) + text[b:],
+            out.append(Mutant(target, fn, "wrong", text[:a] + body.replace(old, new) + text[b:],
                               f"{old} -> {new} (override)"))
             continue
         # Not on lines that compute a thread's index or step a loop: a fault
@@ -287,7 +292,7 @@ def cuda_mutants(target: str, text: str) -> list[Mutant]:
             if m:
                 i, j = a + m.start(), a + m.end()
                 line = text[text.rfind("\n", 0, i) + 1:text.find("\n", i)].strip()
-                out.append(Mutant(target, name, "wrong", text[:i] + new + text[j:],
+                out.append(Mutant(target, fn, "wrong", text[:i] + new + text[j:],
                                   f"{text[i:j].strip()} -> {new.strip()} in `{line}`"))
                 break
         # else: no arithmetic to falsify (a thin wrapper that calls another

@@ -51,7 +51,8 @@ def page_sources(page: Path) -> dict[str, str]:
     """{what: code hash} of the code a page shows and runs: its code fences
     with their includes expanded (the Chinese page; its English twin holds
     the same blocks), and every kernels/cuda file that code names (a block
-    that loads it runs it). Comments, docstrings and layout do not count."""
+    that loads it runs it), with the files those #include. Comments,
+    docstrings and layout do not count."""
     _, body = P.split_front_matter(page.read_text())
     fences = [(f.info, f.body) for f in P.fences(P.expand(body))]
     out = {}
@@ -62,11 +63,27 @@ def page_sources(page: Path) -> dict[str, str]:
             out[f"block {k + 1} ({lang or 'text'})"] = results.code_hash(name, code)
         except SyntaxError:  # a fragment that is not a module on its own
             out[f"block {k + 1} ({lang or 'text'})"] = results.code_hash("x.txt", code)
-    for cu in sorted({c for _, code in fences for c in CU_NAME.findall(code)}):
-        path = ROOT / "kernels" / "cuda" / cu
-        if path.is_file():
-            out[f"cuda/{cu}"] = results.code_hash(cu, path.read_text())
+    out.update(cuda_sources(code for _, code in fences))
     return out
+
+
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+
+
+def cuda_sources(codes) -> dict[str, str]:
+    """{"cuda/x.cu": code hash} of every kernels/cuda file the code names
+    (a block that loads it runs it), and the files those #include."""
+    out: dict[str, str] = {}
+    todo = sorted({c for code in codes for c in CU_NAME.findall(code)}, reverse=True)
+    while todo:
+        cu = todo.pop()
+        path = ROOT / "kernels" / "cuda" / cu
+        if f"cuda/{cu}" in out or not path.is_file():
+            continue
+        text = path.read_text()
+        out[f"cuda/{cu}"] = results.code_hash(cu, text)
+        todo += [Path(inc).name for inc in INCLUDE.findall(text)]
+    return dict(sorted(out.items()))
 
 
 def code_pages() -> list[Path]:

@@ -150,13 +150,6 @@ def page_mutants(page: Path) -> tuple:
                 out += [(m, "cuda") for m in _file_mutants(file, section, full)]
         except (ValueError, SyntaxError, P.SnippetError) as e:
             UNMUTABLE.append(f"{ids(page)}: {target}: {e}")
-    # one id per mutant: a macro that defines two kernels names both by its parameter
-    # (spmv.cu's SPMV_SUBWARP(L)): the second is NAME#2, and so on
-    seen: dict[str, int] = {}
-    for i, (m, lang) in enumerate(out):
-        seen[m.id] = seen.get(m.id, 0) + 1
-        if seen[m.id] > 1:
-            out[i] = (M.Mutant(m.target, f"{m.function}#{seen[m.id]}", m.kind, m.text, m.what), lang)
     return tuple(out)
 
 
