@@ -340,8 +340,9 @@ def spmv_cupy(indptr, indices, data, x, out=None, *, kernel="merge", lanes=None,
     carry = cp.empty(2 * tiles, dtype=cp.int32)  # an int2 per tile: (row its end cuts or -1, partial sum's bits)
     module.get_function(f"spmv_merge{'_v4' if vec else ''}_i{ITEMS}")(
         (tiles,), (THREADS,), args + (np.int32(nnz), carry))
-    # after the tiles, in the same stream: each tile's carry added to its row (one atomic per tile)
-    module.get_function("spmv_merge_fixup")((-(-tiles // THREADS),), (THREADS,), (carry, out, np.int32(tiles)))
+    # after the tiles, in the same stream: the carries added to their rows by one block of
+    # 1024 threads (FIXUP_THREADS in spmv.cu), in an order fixed by the matrix: the same bits every run
+    module.get_function("spmv_merge_fixup")((1,), (1024,), (carry, out, np.int32(tiles)))
     return out
 # --8<-- [end:spmv_cupy]
 

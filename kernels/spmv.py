@@ -197,6 +197,7 @@ KERNELS = ("scalar", "vector", "subwarp", "merge")
 ARRAYS = (("indptr", np.int32), ("indices", np.int32), ("data", np.float32), ("x", np.float32))
 THREADS = 256  # every CUDA C kernel's block (the subwarp and merge kernels' __launch_bounds__)
 LANES = (2, 4, 8, 16, 32)  # lanes per row: spmv_subwarp[_v4]_l{L}
+FIXUP_THREADS = 1024  # spmv_merge_fixup: one block walks every tile's carry
 MERGE_ITEMS = (4, 6, 8, 12, 16)  # items per thread: spmv_merge[_v4]_i{I}
 DEFAULT_ITEMS = 8  # a tile of 2048 items: the fastest on the power-law matrices, 4-byte loads (H200)
 # n_rows + nnz: the merge path's diagonals are int32, a tile past the last one too
@@ -290,11 +291,10 @@ def spmv_plan(indptr, indices, data, x, out=None, *, kernel: str = "auto", lanes
     main, fixup = cuda_kernel(f"spmv_merge{'_v4' if vec else ''}_i{items}"), cuda_kernel("spmv_merge_fixup")
     main_args = args + (np.int32(nnz), carry)
     fix_args = (carry, out, np.int32(tiles))
-    fix_grid = -(-tiles // THREADS)
 
     def launch():
         main((tiles,), (THREADS,), main_args)
-        fixup((fix_grid,), (THREADS,), fix_args)  # after main, in the same stream
+        fixup((1,), (FIXUP_THREADS,), fix_args)  # after main, in the same stream; one block: a fixed order
     return launch, out
 
 

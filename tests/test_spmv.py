@@ -288,7 +288,7 @@ def shfl_up(values, delta):
     return [values[lane - delta] if lane >= delta else values[lane] for lane in range(32)]
 
 
-def emulate_merge(indptr, indices, data, x, ipt, threads=256, vec4=True):
+def emulate_merge(indptr, indices, data, x, ipt, threads=256, vec4=True, fixup_threads=4):
     """spmv_merge_tile and spmv_merge_fixup of spmv.cu, block by block and
     thread by thread, in float64. Asserts on the way that every product slot
     is written once, that every row is written exactly once before the fix-up,
@@ -409,10 +409,65 @@ def emulate_merge(indptr, indices, data, x, ipt, threads=256, vec4=True):
                 assert keys[tid] == rows  # the last thread ends at the tile's end
                 carries.append((r0 + keys[tid] if r0 + keys[tid] < n_rows else -1, tail))
     assert np.all(written == 1)  # every row written once, by the thread that ends it
-    for row, value in carries:  # spmv_merge_fixup
-        if row >= 0 and value != 0:
-            out[row] += value
+    return emulate_fixup(carries, out, fixup_threads)
+
+
+def emulate_fixup(carries, out, threads=1024):
+    """spmv_merge_fixup of spmv.cu, thread by thread: each thread's stretch of
+    carries, an exclusive segmented scan over the threads (in the order the
+    kernel's tree gives the same sum for), and the writes. Asserts that each
+    row is added to at most once."""
+    tiles = len(carries)
+    per = -(-tiles // threads)
+    added = {}
+    state = []
+    for tid in range(threads):
+        t0, t1 = min(tid * per, tiles), min(tid * per + per, tiles)
+        key, first_key, acc, first, ended = -1, -1, 0.0, 0.0, False
+        for t in range(t0, t1):
+            row, value = carries[t]
+            if t > t0 and row != key:
+                if ended:
+                    if key >= 0:
+                        out[key] += acc
+                        added[key] = added.get(key, 0) + 1
+                else:
+                    first_key, first, ended = key, acc, True
+                acc = 0.0
+            key = row
+            acc += value
+        state.append((t0, t1, key, first_key, acc, first, ended))
+    prefix_key, prefix_val = -2, 0.0  # the exclusive scan: what the threads before carried
+    for t0, t1, key, first_key, acc, first, ended in state:
+        if t0 < t1:
+            if ended and first_key >= 0:
+                out[first_key] += (prefix_val if prefix_key == first_key else 0.0) + first
+                added[first_key] = added.get(first_key, 0) + 1
+            if (t1 == tiles or carries[t1][0] != key) and key >= 0:
+                out[key] += (prefix_val if not ended and prefix_key == key else 0.0) + acc
+                added[key] = added.get(key, 0) + 1
+        prefix_val = prefix_val + acc if key == prefix_key else acc
+        prefix_key = key
+    assert all(n == 1 for n in added.values()), added
     return out
+
+
+def test_the_fixup_adds_every_carry_to_its_row_once_whatever_the_split():
+    """Rows cut by one tile, by many, across thread stretches, at the ends;
+    rows -1 skipped; every thread count from one that gives each thread a
+    single tile to one that gives a thread them all."""
+    rng = np.random.default_rng(3)
+    for runs in ([1], [5], [1, 1, 1], [3, 40, 1, 7, 2, 90, 1], rng.integers(1, 30, 60).tolist()):
+        rows = np.cumsum(rng.integers(0, 3, len(runs)))  # non-decreasing rows: gaps where tiles ended on a row end
+        carries = [(int(r), float(v)) for r, n in zip(rows, runs) for v in rng.standard_normal(n)]
+        carries += [(-1, 0.0)] * int(rng.integers(0, 3))  # tiles that ended past the last row
+        want = np.zeros(int(rows.max()) + 1)
+        for r, v in carries:
+            if r >= 0:
+                want[r] += v
+        for threads in (1, 2, 3, 7, 32, len(carries), 1024):
+            got = emulate_fixup(carries, np.zeros_like(want), threads)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=f"{runs} {threads}")
 
 
 def test_warp_search_finds_every_diagonal_in_few_rounds():
@@ -477,7 +532,7 @@ def test_subwarp_lanes_cover_each_row_once():
 
 def test_the_source_defines_every_kernel_the_wrappers_launch():
     text = S.CUDA_SOURCE.read_text()
-    names = set(re.findall(r'extern "C" __global__ void (\w+)\(', text))
+    names = set(re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\w+\)\s*)?(\w+)\(', text))
     for macro, params in (("SPMV_SUBWARP", S.LANES), ("SPMV_MERGE", S.MERGE_ITEMS)):
         body = re.search(rf"#define {macro}\(\w+\)(.*?)\n\n", text, re.S).group(1)
         stems = re.findall(r"(\w+)##\w+\(", body)
@@ -622,6 +677,25 @@ def test_every_kernel_matches_float64(opts):
 
 
 @gpu
+def test_merge_path_gives_the_same_bits_every_run():
+    """A row cut by hundreds of tiles (and rows across the fix-up's thread
+    stretches): twenty runs, one answer to the bit, for every tile size."""
+    import cupy as cp
+
+    lengths = [3, 0, 800_000, 5, 0, 1, 150_000] + [17] * 20_000 + [60_000, 2]  # 1.35 M items: at 1024 items
+    # a tile (items=4), more tiles than the fix-up has threads, so its threads walk stretches of two
+    A = S.from_row_lengths(lengths, 1_000_003, seed=8)
+    d, want = _gpu_case(A, 1_000_003)
+    assert -(-(A[0].size - 1 + A[1].size) // (S.THREADS * min(S.MERGE_ITEMS))) > S.FIXUP_THREADS
+    for items in S.MERGE_ITEMS:
+        for vec in (False, True):
+            runs = {cp.asnumpy(S.spmv(*d, kernel="merge", items=items, vec=vec)).tobytes() for _ in range(20)}
+            assert len(runs) == 1, (items, vec, len(runs))
+            got = np.frombuffer(runs.pop(), dtype=np.float32)
+            assert rel(got, want) < tol(A[0]), (items, vec)
+
+
+@gpu
 def test_misaligned_arrays_take_the_4_byte_loads():
     import cupy as cp
 
@@ -756,8 +830,8 @@ EXAMPLE_FAULTS = [
      "for k in range(indptr[row] + lane, indptr[row + 1] - 1, 32):",
      "numba"),
     ("spmv.cu",
-     "if (c.x >= 0 && c.y != 0) atomicAdd(&out[c.x], __int_as_float(c.y));",
-     "if (c.x >= 0 && c.y != 0) atomicExch(&out[c.x], __int_as_float(c.y));",
+     "out[key] += (began_before && carry_key == key ? carry_val : 0.0f) + acc;",
+     "out[key] = (began_before && carry_key == key ? carry_val : 0.0f) + acc;",
      "cupy"),
     ("spmv.cu",
      "for (int off = L / 2; off > 0; off >>= 1) acc += __shfl_down_sync(FULL_MASK, acc, off, L);",

@@ -596,14 +596,21 @@ matmul_splitk_t(const float* __restrict__ A, const float* __restrict__ B, float*
     const int ldw = (N + 3) / 4 * 4;  // 16-byte rows: float4 stores and loads
     warptiled<BM, BN, BK, WM, WN, TM, TN, THREADS, true, true>(A, B, W, M, N, K, ldw, k_split);
     __shared__ int last;
-    __threadfence();  // this thread's partial sums are visible to the whole GPU
-    __syncthreads();  // and so are every other thread's of this block
+    __syncthreads();  // every thread's partial sums written before thread 0 counts the block
     const int tile = blockIdx.y * gridDim.x + blockIdx.x;
     if (threadIdx.x == 0) {
-        last = atomicAdd(&tile_count[tile], 1) == splits - 1;
-        if (last) tile_count[tile] = 0;
+        // One atomic add with acquire-release semantics at GPU scope (the PTX memory
+        // model's documented form; a relaxed atomicAdd after __threadfence only works
+        // by how today's hardware happens to behave). Release: the block's partial sums
+        // (ordered before it by the barrier above; release is cumulative) are published
+        // with the count. Acquire: the block that counts last sees every other block's.
+        int before;
+        asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;"
+                     : "=r"(before) : "l"(&tile_count[tile]) : "memory");
+        last = before == splits - 1;
+        if (last) tile_count[tile] = 0;  // for the next call (a kernel boundary orders it)
     }
-    __syncthreads();
+    __syncthreads();  // the acquire passes on to the whole block
     if (!last) return;
     const size_t plane = (size_t)M * ldw;
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;

@@ -389,13 +389,79 @@ SPMV_MERGE(12)
 SPMV_MERGE(16)
 
 // After spmv_merge: add each tile's carried partial sum to its row (written
-// by the tile that ends the row). Rows cut by several tiles get one atomic
-// per tile; a carry of exactly 0 (the tile ended on a row end) is skipped.
-extern "C" __global__ void spmv_merge_fixup(const int2* __restrict__ carry, float* __restrict__ out, int tiles) {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < tiles) {
+// by the tile that ends the row), in an order fixed by the matrix alone, so
+// that every run gives the same bits. One atomic per tile would round a row
+// cut by many tiles (a power-law matrix's longest row spans thousands) in
+// whatever order the atomics land. The carries' rows never decrease from tile
+// to tile, so the tiles that cut one row are consecutive: one block walks all
+// the carries, each thread a stretch of consecutive tiles, left to right. A
+// row whose carries lie within one thread's stretch is summed and added there;
+// one that runs across threads goes through the block-wide segmented scan of
+// step (4) (a fixed tree of adds), and the thread that holds its last carry
+// adds the total, once. Rows -1 (the tile ended past the last row) are skipped.
+#define FIXUP_THREADS 1024
+extern "C" __global__ void __launch_bounds__(FIXUP_THREADS)
+spmv_merge_fixup(const int2* __restrict__ carry, float* __restrict__ out, int tiles) {
+    constexpr int WARPS = FIXUP_THREADS / 32;
+    __shared__ int s_warp_key[WARPS];
+    __shared__ float s_warp_val[WARPS];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int per = (tiles + FIXUP_THREADS - 1) / FIXUP_THREADS;
+    const int t0 = min(tid * per, tiles), t1 = min(t0 + per, tiles);
+    // my stretch's rows in order; all but the last end here; the first may have begun before
+    int key = -1, first_key = -1;
+    float acc = 0.0f, first = 0.0f;
+    bool ended = false;  // has a row of my stretch ended in it?
+    for (int t = t0; t < t1; ++t) {
         const int2 c = carry[t];
-        if (c.x >= 0 && c.y != 0) atomicAdd(&out[c.x], __int_as_float(c.y));
+        if (t > t0 && c.x != key) {  // the row `key` ends in my stretch
+            if (ended) {
+                if (key >= 0) out[key] += acc;  // began in my stretch too: complete
+            } else {
+                first_key = key;                // may have begun before my stretch: after the scan
+                first = acc;
+                ended = true;
+            }
+            acc = 0.0f;
+        }
+        key = c.x;
+        acc += __int_as_float(c.y);
+    }
+    // segmented scan of (row, partial sum) over the threads, as in step (4)
+    float val = acc;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const int key_up = __shfl_up_sync(FULL_MASK, key, off);
+        const float val_up = __shfl_up_sync(FULL_MASK, val, off);
+        if (lane >= off && key_up == key) val += val_up;
+    }
+    int carry_key = __shfl_up_sync(FULL_MASK, key, 1);
+    float carry_val = __shfl_up_sync(FULL_MASK, val, 1);
+    if (lane == 31) {
+        s_warp_key[warp] = key;
+        s_warp_val[warp] = val;
+    }
+    __syncthreads();
+    int prefix_key = -2;  // -2: no row at all (-1 is "past the last row")
+    float prefix_val = 0.0f;
+    for (int w = 0; w < warp; ++w) {
+        const int wk = s_warp_key[w];
+        prefix_val = wk == prefix_key ? prefix_val + s_warp_val[w] : s_warp_val[w];
+        prefix_key = wk;
+    }
+    if (lane == 0) {
+        carry_key = prefix_key;
+        carry_val = prefix_val;
+    } else if (carry_key == prefix_key) {
+        carry_val += prefix_val;
+    }
+    if (t0 == t1) return;  // no tiles (the threads past the end)
+    // my first row, if it ended here: what the threads before me carried into it, then mine
+    if (ended && first_key >= 0) out[first_key] += (carry_key == first_key ? carry_val : 0.0f) + first;
+    // my last row ends here when the next tile is another row's (or there is none)
+    if ((t1 == tiles || carry[t1].x != key) && key >= 0) {
+        const bool began_before = !ended;  // my only row: the threads before me may have carried it
+        out[key] += (began_before && carry_key == key ? carry_val : 0.0f) + acc;
     }
 }
 // --8<-- [end:spmv_merge]
