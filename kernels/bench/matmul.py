@@ -271,8 +271,9 @@ def claims(data: dict) -> None:
     occ = {v: rec("cupy", v, 4096)["occupancy"] for v in VARIANTS}
     assert occ["autotuned"] == min(occ.values()) and occ["autotuned"] == 0.125  # 4 warps x 2 blocks / 64
     assert all(rec("cupy", v, 4096)["local_bytes"] == 0 for v in VARIANTS)   # no spills
-    assert all(rec(i, v, 1024)["ratio"] < 0.5 for i, v in (("cupy", "autotuned"),))  # 1024^3 falls short
-    assert rec("cublas", "sgemm", 1024)["tflops"] < 0.8 * rec("cublas", "sgemm", 4096)["tflops"]  # cuBLAS too
+    # 1024^3 falls short of 4096^3's rate, cuBLAS too (64 tiles of 128 x 128 for 132 SMs)
+    assert rec("cupy", "autotuned", 1024)["tflops"] < 0.5 * rec("cupy", "autotuned", 4096)["tflops"]
+    assert rec("cublas", "sgemm", 1024)["tflops"] < 0.8 * rec("cublas", "sgemm", 4096)["tflops"]
     # energy: falls with time, less steeply; autotuned close to cuBLAS
     e = {v: rec("cupy", v, 4096)["energy_j_per_gflop"] for v in VARIANTS}
     ms = {v: rec("cupy", v, 4096)["ms"] for v in VARIANTS}

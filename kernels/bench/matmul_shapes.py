@@ -227,21 +227,31 @@ def claims(data: dict) -> None:
     disp = {tuple(r["shape"]): r for r in rows if r["variant"] == "dispatch"}
     step10 = {tuple(r["shape"]): r for r in rows if r["variant"] == "autotuned"}
     assert set(disp) == set(map(tuple, SHAPES))
-    for shape, r in disp.items():
-        assert r["ratio"] >= step10[shape]["ratio"] * 0.97, shape   # never clearly worse than one tile
+    for shape, r in disp.items():  # never clearly worse than one tile (paired: both beside cuBLAS)
+        assert r["paired_ratio"] >= step10[shape]["paired_ratio"] * 0.97, shape
     for shape, picked, best in picks(data):
         assert picked["ms"] <= 1.15 * best["ms"], (shape, picked["variant"], best["variant"])
-    short = (1000, 1013, 777)  # the one shape below the goal, and why (topic matmul_profile)
-    # the goal by the paired rounds' spread: above 0.85 on every shape but the short one, below there
-    assert all(harness.against(r, 0.85) == "above" for s, r in disp.items() if s != short), \
-        {s: (r["ratio_min"], r["ratio_max"]) for s, r in disp.items() if harness.against(r, 0.85) != "above"}
-    assert harness.against(disp[short], 0.85) == "below" and disp[short]["ratio"] > 2 * step10[short]["ratio"]
+    short = (1000, 1013, 777)  # a call there is short enough for the host's time to show
+    # the goal, by the paired rounds: every other shape at 0.85 or more in the median of its
+    # rounds and in every round, but 4097^3, level with the line (one round under it)
+    assert all(r["paired_ratio"] >= 0.85 for s, r in disp.items() if s != short)
+    assert {s for s, r in disp.items() if s != short and harness.against(r, 0.85) != "above"} == \
+        {(4097, 4097, 4097)}
+    # at the short shape a timed call (about 0.07 ms from Python) is level with cuBLAS's, while
+    # its kernel, one launch under Nsight Compute (topic matmul_profile), is short of the goal
+    assert harness.against(disp[short], 1.0) == "level"
+    prof = {(r["impl"], r["variant"]): r for r in results.select(data, "matmul_profile")
+            if tuple(r["shape"]) == short}
+    assert prof["cupy", "dispatch"]["ms"] > prof["cublas", "sgemm"]["ms"] / 0.85  # its kernel: below 0.85
+    cublas = {tuple(r["shape"]): r for r in rows if r["impl"] == "cublas"}
+    assert cublas[short]["ms"] > 1.2 * prof["cublas", "sgemm"]["ms"]  # a timed call: its kernel and more
+    assert disp[short]["paired_ratio"] > 1.5 * step10[short]["paired_ratio"]
     # one tile for every shape: short of the goal on the small, odd and unlucky ones
-    assert {s for s, r in step10.items() if r["ratio"] < 0.85} == {
+    assert {s for s, r in step10.items() if r["paired_ratio"] < 0.85} == {
         (512, 512, 512), (1024, 1024, 1024), short, (4097, 4097, 4097), (3000, 3000, 3000)}
     # the wave-quantization cases take the 64x128 tile, the small ones split K
     assert disp[4097, 4097, 4097]["tile"] == disp[3000, 3000, 3000]["tile"] == "64x128"
-    assert disp[4097, 4097, 4097]["ratio"] > 0.9 * disp[4096, 4096, 4096]["ratio"]  # no padding, close anyway
+    assert disp[4097, 4097, 4097]["paired_ratio"] > 0.9 * disp[4096, 4096, 4096]["paired_ratio"]  # no padding, close anyway
     assert disp[512, 512, 512]["splits"] > 1 and disp[1024, 1024, 1024]["splits"] > 1
     assert disp[4096, 4096, 4096]["splits"] == 1
 

@@ -305,17 +305,17 @@ def claims(data: dict) -> None:
         assert harness.against(b["subwarp_v4"], 1.0) == "above", n   # ahead of cuSPARSE in every paired round
         assert b["scalar"]["ms"] < b["vector"]["ms"], n          # rows of 17: a warp per row idles lanes
         assert b["merge"]["ratio"] < 1.0, n                       # load balancing costs where rows are equal
-    # the copy-ceiling goal (>= 0.8), beside the copy in paired rounds: met at the smaller size, just
-    # missed at the larger (each round's ratio on its side of the line)
+    # the copy-ceiling goal (>= 0.8), beside the copy in paired rounds: met at both sizes, in
+    # every round, the larger with little to spare
     assert t["banded", small, "subwarp_v4"]["copy_ratio_min"] >= 0.8
-    assert 0.75 < t["banded", large, "subwarp_v4"]["copy_ratio_max"] < 0.8
+    assert 0.8 <= t["banded", large, "subwarp_v4"]["copy_ratio_min"] < 0.85
     small, large = sizes["uniform"]
     u_small = max(t["uniform", small, s]["ratio"] for s in ours)
     u_large = max(t["uniform", large, s]["ratio"] for s in ours)
     assert 0.95 < u_small < 1.1 and 0.9 < u_large < 1.05       # close to cuSPARSE at both sizes
     # ahead, level or behind: by the paired rounds' spread (the page says which)
     assert harness.against(t["uniform", small, "subwarp"], 1.0) == "above"     # just ahead
-    assert harness.against(t["uniform", large, "subwarp"], 1.0) == "below"     # just behind
+    assert harness.against(t["uniform", large, "subwarp"], 1.0) == "level"     # level: rounds either side
     assert max(ours, key=lambda s: t["uniform", small, s]["ratio"]) == "subwarp"
     assert max(ours, key=lambda s: t["uniform", large, s]["ratio"]) == "subwarp"
     for n in sizes["uniform"]:  # random columns: every implementation far below the copy
@@ -324,7 +324,8 @@ def claims(data: dict) -> None:
     for n in sizes["power_law"]:
         p = {s: t["power_law", n, s] for s in ours}
         assert p[max(p, key=lambda s: p[s]["ratio"])] is p["merge"], n  # merge path is our best there
-        assert 0.95 < p["merge"]["ratio"] < 1.0, n                    # just below cuSPARSE: the 1.0x goal is not met
+        assert harness.against(p["merge"], 1.0) == "below", n        # below cuSPARSE in every round: goal not met
+        assert harness.against(p["merge"], 0.85) == "above", n       # ... by less than 15 %
         assert p["merge"]["ms"] < p["merge_v4"]["ms"], n              # 4-byte loads beat 128-bit ones there
         assert p["merge"]["max_row"] == n                            # a row as long as the matrix is wide
         assert abs(p["merge"]["mean_row"] - MEAN_ROW) < 0.1, n

@@ -172,9 +172,11 @@ def claims(data: dict) -> None:
     rows = results.select(data, TOPIC)
     r = {(x["variant"], x["shape"][0]): x for x in rows}
     for n in SIZES:
-        best = max((x for x in rows if x["impl"] == "cupy" and x["shape"][0] == n), key=lambda x: x["ratio"])
-        assert harness.against(best, 0.93) == "above", n               # cuBLAS's speed; within a few percent
-        assert best["energy_ratio"] <= 1.06, n                           # about the same energy per FLOP
+        best = max((x for x in rows if x["impl"] == "cupy" and x["shape"][0] == n), key=lambda x: x["paired_ratio"])
+        assert harness.against(best, 1.0) == "below", n     # short runs: every round behind cuBLAS ...
+        assert harness.against(best, 0.85) == "above", n    # ... but by less than 15 %
+        assert 0.95 <= best["sustained_ratio"] <= 1.02, n   # over seconds, at the power-limited clock: within 5 %
+        assert best["energy_ratio"] <= 1.06, n              # about the same energy per FLOP
         for family in ("hg_plain", "hg_ws", "hg_ws_persistent"):       # BN = 256 ahead in every family
             assert r[f"{family}_256", n]["ratio"] > r[f"{family}_128", n]["ratio"], (family, n)
         assert abs(r["hg_plain_256", n]["ratio"] - r["hg_ws_256", n]["ratio"]) < 0.05, n  # specialization alone

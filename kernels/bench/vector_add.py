@@ -207,10 +207,11 @@ def claims(data: dict) -> None:
         assert ratio[("numba", v, 1 << 20)] < 0.5 * ratio[("cupy", v, 1 << 20)]
         for n in (s for s in sizes if s >= 1 << 25):
             assert ratio[("numba", v, n)] >= 0.85 * ratio[("cupy", v, n)], (v, n)
-    # at the largest size CuPy's grid-stride loop beats one thread per element;
-    # Numba's two kernels are within a few per cent (either order across runs)
-    assert ratio[("cupy", "grid_stride", big)] > 1.03 * ratio[("cupy", "guard", big)]
-    assert abs(ratio[("numba", "grid_stride", big)] / ratio[("numba", "guard", big)] - 1) < 0.05
+    # at the largest size the grid-stride loop beats one thread per element, in CuPy and
+    # in Numba: every paired round's ratio (beside the copy) of the one above the other's
+    paired = {(r["impl"], r["variant"]): r for r in rows if r["shape"][0] == big and "ratio_min" in r}
+    for impl in ("cupy", "numba"):
+        assert paired[impl, "grid_stride"]["ratio_min"] > paired[impl, "guard"]["ratio_max"], impl
     # most of the ceiling, but not all of it
     assert all(0.7 < ratio[(i, v, big)] < 1.0 for i, v in kernels)
     # docs/memory-hierarchy*.md: vector add in float4: the goal
