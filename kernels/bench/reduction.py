@@ -71,6 +71,21 @@ def measure(quick: bool = False) -> list[dict]:
     for r in records:
         if r["variant"] != "ceiling":
             r["ratio_to_cp_sum"] = r["gbps"] / cub["gbps"]
+    # the ratios the page sets against cp.sum (single pass "within about two percent", its best
+    # configuration "matches"): in paired rounds beside cp.sum (kernels.harness.paired_rounds)
+    best = max((r for r in records if r["impl"] == "cupy" and r.get("tuning")), key=lambda r: r["ratio_to_cp_sum"])
+    kernel, _, launch = best["variant"].partition("/")
+    threads, bps = best["threads"], best["blocks_per_sm"]
+    cases = {"cub/cupy_sum": (lambda: cp.sum(x), ((),)),
+             "cupy/single_pass": (lambda: red.reduce_sum_cupy(x, variant="single_pass"), ((),)),
+             f"cupy/{best['variant']}": (lambda: red.reduce_sum_cupy(x, variant=kernel, threads=threads,
+                                                                    blocks_per_sm=bps), ((),))}
+    paired = harness.paired_rounds(cases, "cub/cupy_sum", rounds=2 if quick else 7, samples=10)
+    for r in records:
+        p = paired.get(f"{r['impl']}/{r['variant']}")
+        if p is not None:
+            r.update(paired_ratio=p["paired_ratio"], ratio_min=p["ratio_min"], ratio_max=p["ratio_max"],
+                     rounds=p["rounds"], paired_ref=cub["id"])
     return records
 
 
@@ -133,9 +148,12 @@ def claims(data: dict) -> None:
     assert all(cupy[v]["ratio"] < 0.25 for v in ladder[:3])                 # steps 0-2 far below
     assert cupy["grid_stride"]["ratio"] > 1.5 * cupy["warp_shuffle"]["ratio"]  # step 5: the big jump
     assert cupy["vectorized"]["ratio"] >= 1.0 and cupy["single_pass"]["ratio"] >= 1.0
-    assert cupy["single_pass"]["ratio_to_cp_sum"] >= 0.98                   # within about two percent
-    best = max(r["ratio_to_cp_sum"] for r in rows if r["impl"] == "cupy")
-    assert best >= 0.995                                                    # its best configuration matches
+    from .. import harness
+
+    # beside cp.sum in paired rounds: single pass within about two percent, its best configuration level
+    assert harness.against(cupy["single_pass"], 0.98) == "above"
+    best = [r for r in rows if r["impl"] == "cupy" and r.get("tuning") and "paired_ratio" in r]
+    assert len(best) == 1 and harness.against(best[0], 1.0) in ("level", "above"), best
     assert max(r["ratio"] for r in rows if r["impl"] == "cupy") >= 0.90     # issue goal: >= 0.90 x copy
     assert all(numba[v]["gbps"] < cupy[v]["gbps"] for v in numba)            # Numba slower at every step
 
