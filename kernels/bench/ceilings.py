@@ -32,6 +32,22 @@ def copy_ceiling_record(topic: str, variant: str = "ceiling") -> tuple[dict, dic
                           ratio=1.0, rel_err=c["rel_err"], bytes=2 * c["nbytes"]), c
 
 
+def pair_with_the_ceiling(cases: list[tuple], ceiling_id: str, rounds: int) -> None:
+    """Kernels a page compares with the copy ceiling, each timed in rounds
+    beside the ceiling's 1 GiB device copy (kernels.harness.paired_rounds).
+    cases: (record, fn, arg_sets, bytes moved per call); each record gets
+    paired_ratio (of bandwidths) with its spread, against `ceiling_id`."""
+    from .. import harness
+
+    copy, _, src = harness.device_copy(1 << 30)
+    timed, work = {"ceiling": (copy, ((),))}, {"ceiling": 2 * src.nbytes}
+    for rec, fn, arg_sets, nbytes in cases:
+        timed[rec["id"]], work[rec["id"]] = (fn, arg_sets), nbytes
+    paired = harness.paired_rounds(timed, "ceiling", rounds=rounds, work_per_call=work)
+    for rec, *_ in cases:
+        rec.update(harness.paired_fields(paired[rec["id"]], ceiling_id))
+
+
 def measure(quick: bool = False) -> list[dict]:
     import cupy as cp
 

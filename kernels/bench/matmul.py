@@ -160,8 +160,7 @@ def measure(quick: bool = False) -> list[dict]:
             for r in records:
                 p = paired.get(f"{r['impl']}/{r['variant']}")
                 if r["shape"] == shape and p is not None:
-                    r.update(paired_ratio=p["paired_ratio"], ratio_min=p["ratio_min"], ratio_max=p["ratio_max"],
-                             rounds=p["rounds"], paired_ref=cublas["id"])
+                    r.update(harness.paired_fields(p, cublas["id"]))
         del args, nb_args, ref, A0, B0
         cp.get_default_memory_pool().free_all_blocks()
     return records

@@ -98,8 +98,7 @@ def measure(quick: bool = False) -> list[dict]:
         for r in records:
             p = paired.get(f"{r['impl']}/{r['variant']}")
             if r["shape"] == shape and p is not None:
-                r.update(paired_ratio=p["paired_ratio"], ratio_min=p["ratio_min"], ratio_max=p["ratio_max"],
-                         rounds=p["rounds"], paired_ref=base["id"])
+                r.update(harness.paired_fields(p, base["id"]))
         del sets, ref, A0, B0, C0
         cp.get_default_memory_pool().free_all_blocks()
     return records

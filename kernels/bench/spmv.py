@@ -165,9 +165,7 @@ def measure_matrix(family: str, n: int, min_seconds: float = 2.0) -> list[dict]:
         p = paired.get(r["step"])
         if p is not None and r["impl"] in ("cupy", "cusparse", "cuda_memcpy"):
             to_copy = [c / m for c, m in zip(paired["copy"]["ms_rounds"], p["ms_rounds"])]
-            r.update(paired_ratio=p["paired_ratio"], ratio_min=p["ratio_min"], ratio_max=p["ratio_max"],
-                     rounds=p["rounds"], paired_ref=ref["id"],
-                     copy_ratio_min=min(to_copy), copy_ratio_max=max(to_copy))
+            r.update(harness.paired_fields(p, ref["id"]), copy_ratio_min=min(to_copy), copy_ratio_max=max(to_copy))
     return records
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import results
 from . import plotting
-from .ceilings import copy_ceiling_record
+from .ceilings import copy_ceiling_record, pair_with_the_ceiling
 
 TOPIC = "vector_add"
 ORDER = 10  # where the topic sorts: the chapters' order
@@ -128,23 +128,12 @@ PAIRED = (("cupy", "guard"), ("cupy", "grid_stride"), ("cupy", "vec4"), ("cupy",
 
 
 def _pair_with_the_ceiling(records: list[dict], n: int, sets, quick: bool) -> None:
-    """Each kernel the pages compare with the copy ceiling, timed in rounds
-    beside the ceiling's 1 GiB device copy (kernels.harness.paired_rounds):
-    paired_ratio (of bandwidths) with its spread, ratio_min and ratio_max."""
-    from .. import harness
-
-    copy, _, src = harness.device_copy(1 << 30)
+    """Each kernel the pages compare with the copy ceiling (PAIRED), timed in
+    rounds beside the ceiling's copy: paired_ratio with its spread."""
     launchers = _launchers(n)
-    cases = {"ceiling": (copy, ((),))}
-    cases.update({f"{i}/{v}": (launchers[i, v], sets) for i, v in PAIRED})
-    work = {"ceiling": 2 * src.nbytes, **{f"{i}/{v}": 12 * n for i, v in PAIRED}}
-    paired = harness.paired_rounds(cases, "ceiling", rounds=2 if quick else 7, work_per_call=work)
-    for r in records:
-        key = f"{r['impl']}/{r['variant']}"
-        if r["shape"] == [n] and key in paired:
-            p = paired[key]
-            r.update(paired_ratio=p["paired_ratio"], ratio_min=p["ratio_min"], ratio_max=p["ratio_max"],
-                     rounds=p["rounds"], paired_ref=records[0]["id"])  # the ceiling record
+    at_n = {(r["impl"], r["variant"]): r for r in records if r["shape"] == [n]}
+    pair_with_the_ceiling([(at_n[k], launchers[k], sets, 12 * n) for k in PAIRED], records[0]["id"],
+                          rounds=2 if quick else 7)
 
 
 # The plots' words in Chinese (kernels/bench/plotting.py: whole phrases, longest first).
