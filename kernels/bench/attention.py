@@ -236,9 +236,7 @@ def _measure_shape(bh: int, n: int, d: int, causal: bool, ladder: bool, tch, qui
         paired = harness.paired_rounds({k: fns[k] for k in ("torch_flash", "fp16")}, "torch_flash",
                                        rounds=2 if quick else 5, warmup=1, samples=7, max_seconds=0.5)["fp16"]
         r = next(r for r in records if r["step"] == "fp16")
-        r.update(paired_ratio=paired["paired_ratio"], ratio_min=paired["ratio_min"], ratio_max=paired["ratio_max"],
-                 rounds=paired["rounds"],
-                 paired_ref=next(x["id"] for x in records if x["step"] == "torch_flash"))
+        r.update(harness.paired_fields(paired, next(x["id"] for x in records if x["step"] == "torch_flash")))
     return records
 
 
