@@ -151,6 +151,13 @@ def paired_rounds(cases: dict[str, tuple[Callable, Sequence[tuple]]], ref: str, 
     return out
 
 
+def paired_fields(p: dict, ref_id: str) -> dict:
+    """What a record keeps of one case of paired_rounds: the paired ratio,
+    its spread, the number of rounds and the id of the reference's record."""
+    return {"paired_ratio": p["paired_ratio"], "ratio_min": p["ratio_min"], "ratio_max": p["ratio_max"],
+            "rounds": p["rounds"], "paired_ref": ref_id}
+
+
 def against(record: dict, line: float) -> str:
     """How a paired ratio stands against a line (a goal, or 1.0): "above"
     when its whole spread is above it, "below" when wholly below, else

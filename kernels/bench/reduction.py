@@ -84,8 +84,7 @@ def measure(quick: bool = False) -> list[dict]:
     for r in records:
         p = paired.get(f"{r['impl']}/{r['variant']}")
         if p is not None:
-            r.update(paired_ratio=p["paired_ratio"], ratio_min=p["ratio_min"], ratio_max=p["ratio_max"],
-                     rounds=p["rounds"], paired_ref=cub["id"])
+            r.update(harness.paired_fields(p, cub["id"]))
     return records
 
 

@@ -142,9 +142,7 @@ def _pair_with_the_ceiling(records: list[dict], n: int, sets, quick: bool) -> No
     for r in records:
         key = f"{r['impl']}/{r['variant']}"
         if r["shape"] == [n] and key in paired:
-            p = paired[key]
-            r.update(paired_ratio=p["paired_ratio"], ratio_min=p["ratio_min"], ratio_max=p["ratio_max"],
-                     rounds=p["rounds"], paired_ref=records[0]["id"])  # the ceiling record
+            r.update(harness.paired_fields(paired[key], records[0]["id"]))  # against the ceiling record
 
 
 # The plots' words in Chinese (kernels/bench/plotting.py: whole phrases, longest first).
