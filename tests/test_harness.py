@@ -201,6 +201,9 @@ def test_paired_rounds_pair_each_case_with_the_reference_round_by_round():
     assert out["ref"]["paired_ratio"] == 1.0 and out["fast"]["rounds"] == 5
     assert out["fast"]["ratio_min"] == pytest.approx(2.0) == pytest.approx(out["fast"]["ratio_max"])
     assert out["fast"]["ms"] == pytest.approx(1.1)  # the median of its own rounds
+    assert harness.paired_fields(out["fast"], "t/ref") == {  # what a record keeps of it
+        "paired_ratio": out["fast"]["paired_ratio"], "ratio_min": out["fast"]["ratio_min"],
+        "ratio_max": out["fast"]["ratio_max"], "rounds": 5, "paired_ref": "t/ref"}
 
     noisy = iter([2.0, 1.0, 1.1, 2.0, 2.0, 0.95])  # ref, case in round 0; case, ref in round 1; ...
     out = harness.paired_rounds({"ref": ("r", ()), "x": ("x", ())}, "ref", rounds=3,

@@ -90,9 +90,7 @@ def measure(quick: bool = False) -> list[dict]:
             ratio = paired["cublas"]["ms"] / ms  # = tflops / cuBLAS's tflops
             e, clk = sustained[name]
             fields = dict(
-                tflops=2 * n**3 / (ms * 1e-3) / 1e12, rounds=paired[name]["rounds"],
-                paired_ratio=paired[name]["paired_ratio"], ratio_min=paired[name]["ratio_min"],
-                ratio_max=paired[name]["ratio_max"],
+                tflops=2 * n**3 / (ms * 1e-3) / 1e12, **harness.paired_fields(paired[name], ref_id),
                 sustained_tflops=2 * n**3 * e["calls"] / e["seconds"] / 1e12,
                 sustained_ratio=(e["calls"] / e["seconds"]) / (cub_e["calls"] / cub_e["seconds"]),
                 energy_ratio=(e["j_per_call"] / cub_e["j_per_call"]),
