@@ -49,6 +49,9 @@ ORDER = 145  # the algorithm-level chapter: after SpMV, before fusion in general
 BH = 16  # batch * heads
 NS = (512, 1024, 2048, 4096, 8192, 16384)
 DS = (64, 128)
+# Every timed batch lasts >= BATCH_MS: the host's gap before a batch's first launch (one Python call,
+# 0.1 ms on a slow host) is then under 1 % of it; 1 ms batches let it into the time of a 0.5 ms kernel.
+BATCH_MS = 20.0
 GOAL_N = 8192  # the goals: BH = 16, N = 8192, d = 128
 QUICK = {"bh": 4, "ns": (512, 2048), "goal_n": 2048}
 OOM_NS = (32768, 49152, 65536, 98304, 131072)
@@ -222,7 +225,8 @@ def _measure_shape(bh: int, n: int, d: int, causal: bool, ladder: bool, tch, qui
             arg_sets = arg_sets[:harness.rotation(at.naive_bytes(bh, n, d), most=len(sets))]
         if config in (None, _default_config(step, d)):
             fns[step] = (fn, arg_sets)
-        t = harness.time_gpu(fn, arg_sets, warmup=1, samples=15, max_seconds=0.3 if quick else 1.0)
+        t = harness.time_gpu(fn, arg_sets, warmup=1, samples=15, min_sample_ms=BATCH_MS,
+                             max_seconds=0.3 if quick else 1.0)
         e = harness.measure_energy(fn, arg_sets, min_seconds=0.3 if quick else 2.0)
         extra = {"config": config} if config else {}
         if impl == "torch":
@@ -234,7 +238,8 @@ def _measure_shape(bh: int, n: int, d: int, causal: bool, ladder: bool, tch, qui
             **extra))
     if "torch_flash" in fns and "fp16" in fns:  # vs_torch, which the page sets against 0.5 and 1.0: paired
         paired = harness.paired_rounds({k: fns[k] for k in ("torch_flash", "fp16")}, "torch_flash",
-                                       rounds=2 if quick else 5, warmup=1, samples=7, max_seconds=0.5)["fp16"]
+                                       rounds=2 if quick else 5, warmup=1, samples=7, min_sample_ms=BATCH_MS,
+                                       max_seconds=0.5)["fp16"]
         r = next(r for r in records if r["step"] == "fp16")
         r.update(harness.paired_fields(paired, next(x["id"] for x in records if x["step"] == "torch_flash")))
     return records

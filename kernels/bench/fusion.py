@@ -42,6 +42,9 @@ PREFIX = {"bias_gelu_residual": "gelu", "softmax": "softmax"}
 GELU_FORMS = ("unfused", "fuse", "elementwise", "cuda_c", "numba")
 SOFTMAX_FORMS = ("unfused", "fused", "online", "numba")
 SHORT_ROW_EXTRA = ("block",)  # at short rows: the block kernel beside the warp one "fused" picks
+# Every timed batch lasts >= BATCH_MS: the host's gap before a batch's first launch (one Python call,
+# 0.1 ms on a slow host) is then under 1 % of it; 1 ms batches let it into the time of a 0.2 ms kernel.
+BATCH_MS = 20.0
 PAIRED = {"bias_gelu_residual": ("cuda_c",), "softmax": ("fused",)}  # the forms the page holds to a line
 LABELS = {
     "chain": ("计算链", "chain"),
@@ -158,7 +161,7 @@ def _chain_records(chain: str, M: int, N: int, forms, quick: bool, seed: int) ->
     records = []
 
     def add(impl, form, kernel, fn, moved, kernels, err):
-        t = harness.time_gpu(fn, warmup=2, samples=15, max_seconds=2.0)
+        t = harness.time_gpu(fn, warmup=2, samples=15, min_sample_ms=BATCH_MS, max_seconds=2.0)
         e = harness.measure_energy(lambda *_: fn(), min_seconds=energy_s)
         records.append(make_record(chain, impl, form, M, N, t=t, e=e, moved=moved, kernels=kernels, err=err,
                                    kernel=kernel))
@@ -182,7 +185,8 @@ def _chain_records(chain: str, M: int, N: int, forms, quick: bool, seed: int) ->
     finish(records)
     # the share of the copy's speed that the page holds to a line: in paired rounds beside the copy
     timed = {"copy": (copy, ((),)), **{f: (fns[f], ((),)) for f in PAIRED[chain]}}
-    paired = harness.paired_rounds(timed, "copy", rounds=2 if quick else 7, warmup=2, samples=15, max_seconds=2.0)
+    paired = harness.paired_rounds(timed, "copy", rounds=2 if quick else 7, warmup=2, samples=15,
+                                   min_sample_ms=BATCH_MS, max_seconds=2.0)
     copy_id = next(r["id"] for r in records if r["form"] == "copy")
     for r in records:
         if r["form"] in PAIRED[chain]:
