@@ -5,7 +5,7 @@ right, and on a GPU how fast and how frugal it is.
     python -m kernels.exercises check TASK [FILE]     # FILE: the reader's copy of the starter
     python -m kernels.exercises board                 # best time and energy per task, this GPU
 
-Each task (TASKS) names the function the reader's file defines and how to
+Each task (kernels/exercise_tasks.py) names the function the reader's file defines and how to
 call it. The check runs it at adversarial sizes (1 element, odd sizes, one
 past a block or a tile, large ones on a GPU) against a float64 reference,
 with the output poisoned with NaN first and the call made twice (a race
@@ -70,104 +70,11 @@ class Task:
     hint: str = ""                    # one line the grader adds to a failure
 
 
-# ---------------------------------------------------------------- the jobs --
+def tasks() -> dict:
+    """{name: Task}: every task (kernels/exercise_tasks.py), by name."""
+    from . import exercise_tasks
 
-def _vectors(n, rng):
-    return {"a": rng.standard_normal(n).astype(np.float32), "b": rng.standard_normal(n).astype(np.float32)}
-
-
-def _add_ref(a, b):
-    return a.astype(np.float64) + b.astype(np.float64)
-
-
-def _matrix(shape, rng):
-    rows, cols = shape
-    return {"x": rng.standard_normal((rows, cols)).astype(np.float32)}
-
-
-def _vector(n, rng):
-    return {"x": rng.standard_normal(n).astype(np.float32)}
-
-
-def _chapter_add(variant):
-    def run(a, b, out):
-        from . import vector_add
-
-        vector_add.vector_add_cupy(a, b, out=out, variant=variant)
-    return run
-
-
-def _cupy_add(a, b, out):
-    import cupy as cp
-
-    cp.add(a, b, out=out)
-
-
-def _chapter_transpose(x, out):
-    from . import transpose
-
-    transpose.transpose_cupy(x, out=out, variant="coarsened")
-
-
-def _cupy_transpose(x, out):
-    import cupy as cp
-
-    out[...] = cp.ascontiguousarray(x.T)
-
-
-def _chapter_sum(x, out):
-    from . import reduction
-
-    out[...] = reduction.reduce_sum_cupy(x)
-
-
-def _cupy_sum(x, out):
-    import cupy as cp
-
-    cp.sum(x, out=out[0])
-
-
-ELEMENTWISE_CPU = (1, 2, 31, 255, 256, 257, 1000, 4097)
-ELEMENTWISE_GPU = ELEMENTWISE_CPU + ((1 << 20) + 1, 10_000_019)
-TRANSPOSE_CPU = ((1, 1), (1, 33), (33, 1), (31, 33), (64, 65), (97, 40))
-TRANSPOSE_GPU = TRANSPOSE_CPU + ((1000, 1001), (4097, 4095))
-SUM_CPU = (1, 2, 255, 256, 257, 1000, 5001)
-SUM_GPU = SUM_CPU + ((1 << 20) + 3, 10_000_019)
-
-TASKS = {t.name: t for t in (
-    Task("vector_add_guard", "programming-model", "numba", "add", _vectors, lambda n: (n,), _add_ref,
-         ELEMENTWISE_CPU, ELEMENTWISE_GPU, 1 << 26, lambda n: ("bytes", 12 * n),
-         chapter_kernel=_chapter_add("guard"), vendor=_cupy_add, vendor_name="cupy.add",
-         hint="the last block has threads past n: guard the load and the store"),
-    Task("vector_add_grid_stride", "programming-model", "numba", "add", _vectors, lambda n: (n,), _add_ref,
-         ELEMENTWISE_CPU, ELEMENTWISE_GPU, 1 << 26, lambda n: ("bytes", 12 * n),
-         chapter_kernel=_chapter_add("grid_stride"), vendor=_cupy_add, vendor_name="cupy.add",
-         goal=("chapter", 0.9), hint="a grid-stride loop covers any n with the launcher's grid; for speed, "
-                                     "size the grid to fill every SM"),
-    Task("vector_add_cuda", "programming-model", "cuda", "add", _vectors, lambda n: (n,), _add_ref,
-         ELEMENTWISE_CPU, ELEMENTWISE_GPU, 1 << 26, lambda n: ("bytes", 12 * n),
-         chapter_kernel=_chapter_add("vec4"), vendor=_cupy_add, vendor_name="cupy.add",
-         hint="the last block has threads past n: guard the load and the store"),
-    Task("transpose_tiled", "memory-hierarchy", "numba", "transpose", _matrix, lambda s: (s[1], s[0]),
-         lambda x: x.astype(np.float64).T, TRANSPOSE_CPU, TRANSPOSE_GPU, (8192, 8192),
-         lambda s: ("bytes", 8 * s[0] * s[1]), rtol=0.0,
-         chapter_kernel=_chapter_transpose, vendor=_cupy_transpose, vendor_name="cupy ascontiguousarray(x.T)",
-         goal=("chapter", 0.5), hint="stage a tile in shared memory, barrier, then store it transposed; pad the "
-                                     "tile by one column against bank conflicts"),
-    Task("block_sum", "divergence", "numba", "total", _vector, lambda n: (1,),
-         lambda x: np.array([x.astype(np.float64).sum()]), SUM_CPU, SUM_GPU, 1 << 26, lambda n: ("bytes", 4 * n),
-         rtol=1e-5, scale=lambda x: np.array([np.abs(x.astype(np.float64)).sum()]), deterministic=False,
-         hint="threads past the end must add nothing (0), not read x[i]",
-         chapter_kernel=_chapter_sum, vendor=_cupy_sum, vendor_name="cupy.sum"),
-)}
-
-
-def register(*tasks: Task) -> None:
-    """Add tasks to TASKS (each name once)."""
-    for t in tasks:
-        if t.name in TASKS:
-            raise ValueError(f"task {t.name!r} is defined twice")
-        TASKS[t.name] = t
+    return exercise_tasks.TASKS
 
 
 # ---------------------------------------------------------------- checking --
@@ -209,6 +116,13 @@ def _padded(values: np.ndarray, fill: float, lib):
     return dev, dev[:values.size].reshape(values.shape)
 
 
+def _canary(dtype):
+    """NaN after a float array; 0 after an integer one (a valid index: a read past the end of an index
+    array then loads element 0 of the array it indexes instead of faulting, and the NaN after that
+    array's own values still marks the answer)."""
+    return np.nan if np.issubdtype(dtype, np.floating) else 0
+
+
 def _device(task: Task, host: dict, shape):
     """Device inputs and a NaN-poisoned output, each followed by NaN canaries:
     ([input views], output view, output with its canaries)."""
@@ -220,7 +134,7 @@ def _device(task: Task, host: dict, shape):
         from numba import cuda
 
         lib = cuda.to_device
-    views = [_padded(v, np.nan, lib)[1] for v in host.values()]
+    views = [_padded(v, _canary(v.dtype), lib)[1] for v in host.values()]
     whole, out = _padded(np.full(shape, np.nan, dtype=np.float32), np.nan, lib)
     return views, out, whole
 
@@ -296,7 +210,7 @@ def check_size(task: Task, fn: Callable, size, rng) -> None:
 
 def check(name: str, path: Path | None = None, time: bool | None = None, sizes=None) -> Report:
     """Check the reader's file (default: the starter) for task `name`."""
-    task = TASKS[name]
+    task = tasks()[name]
     path = Path(path) if path else STARTERS / f"{name}.py"
     gpu = has_gpu()
     lines = [f"task {name} ({task.chapter}), file {path}"]
@@ -432,7 +346,7 @@ def main(argv=None) -> int:
         print(__doc__)
         return 0
     if args[0] == "list":
-        for t in TASKS.values():
+        for t in tasks().values():
             print(f"{t.name:26s} {t.chapter:20s} {'CUDA C (GPU)' if t.kind == 'cuda' else 'Numba'}  "
                   f"examples/exercises/{t.name}.py")
         return 0
@@ -440,7 +354,7 @@ def main(argv=None) -> int:
         print("\n".join(board_lines()))
         return 0
     if args[0] == "check" and len(args) in (2, 3):
-        if args[1] not in TASKS:
+        if args[1] not in tasks():
             print(f"unknown task {args[1]!r}; `python -m kernels.exercises list` names them")
             return 2
         report = check(args[1], Path(args[2]) if len(args) == 3 else None)
@@ -450,5 +364,7 @@ def main(argv=None) -> int:
     return 2
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # through the package's module, which exercise_tasks imports too
+    from kernels import exercises
+
+    sys.exit(exercises.main())

@@ -4,7 +4,7 @@
 whatever n is, and each thread adds one element: past BLOCKS * THREADS
 elements nothing is written. 1) Make it right for every n with a grid that
 does not grow with n (a grid-stride loop). 2) On a GPU, make it fast: at
-least 0.9 of the chapter's grid-stride kernel (choose the grid from the
+least 0.8 of the chapter's grid-stride kernel (choose the grid from the
 number of SMs).
 
     python -m kernels.exercises check vector_add_grid_stride examples/exercises/vector_add_grid_stride.py
