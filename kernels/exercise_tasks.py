@@ -33,11 +33,11 @@ def _vector(n, rng):
 
 
 def _chapter_add(variant):
-    def run(a, b, out):
+    def _run(a, b, out):
         from . import vector_add
 
         vector_add.vector_add_cupy(a, b, out=out, variant=variant)
-    return run
+    return _run
 
 
 def _cupy_add(a, b, out):
@@ -156,11 +156,11 @@ def _conv_scale(x, w):
 
 
 def _chapter_conv(variant):
-    def run(x, w, out):
+    def _run(x, w, out):
         from kernels import stencil
 
         stencil.conv2d_cupy(x, w, out, variant=variant)
-    return run
+    return _run
 
 
 def _cupy_correlate(x, w, out):
@@ -293,13 +293,13 @@ def _gemm_scale(A, B):
 
 def _chapter_matmul(variant):
     """The chapter's Numba step `variant` on CuPy arrays (viewed as Numba's)."""
-    def run(A, B, out):
+    def _run(A, B, out):
         from numba import cuda
 
         from kernels import matmul
 
         matmul.matmul_numba(cuda.as_cuda_array(A), cuda.as_cuda_array(B), cuda.as_cuda_array(out), variant=variant)
-    return run
+    return _run
 
 
 def _cublas_matmul(A, B, out):
@@ -515,11 +515,11 @@ def _wmma_scale(a, b):
 
 
 def _tc_chapter(step):
-    def run(a, b, out):
+    def _run(a, b, out):
         from kernels import tensor_cores
 
         tensor_cores.tc_matmul(a, b, out, step=step)
-    return run
+    return _run
 
 
 def _cublas_gemm(a, b, out):
@@ -574,11 +574,11 @@ def _cupy_stream(x, out):
 
 
 def _ws_chapter(step):
-    def run(x, out):
+    def _run(x, out):
         from kernels import warp_specialization
 
         warp_specialization.stream(x, out, k=WS_K, step=step, a=WS_A, b=WS_B)
-    return run
+    return _run
 
 
 _numba_views: dict = {}
