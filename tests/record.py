@@ -95,7 +95,7 @@ def code_pages() -> list[Path]:
 def library_sources() -> dict[str, str]:
     """{file: code hash} of the library, the examples and the tests."""
     files = [*sorted((ROOT / "kernels").rglob("*.py")), *sorted((ROOT / "kernels" / "cuda").glob("*.cu*")),
-             *sorted((ROOT / "examples").glob("*")), *sorted((ROOT / "tests").glob("*.py")), ROOT / "conftest.py"]
+             *sorted((ROOT / "examples").rglob("*")), *sorted((ROOT / "tests").glob("*.py")), ROOT / "conftest.py"]
     return {f.relative_to(ROOT).as_posix(): results.code_hash(f.name if f.suffix == ".py" else "x.cu", f.read_text())
             for f in files if f.is_file() and "__pycache__" not in f.parts}
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-FILES = sorted([*(ROOT / "kernels").rglob("*.py"), *(ROOT / "examples").glob("*.py"), *(ROOT / "tests").glob("*.py"),
+FILES = sorted([*(ROOT / "kernels").rglob("*.py"), *(ROOT / "examples").rglob("*.py"), *(ROOT / "tests").glob("*.py"),
                 *(ROOT / "docs" / "hooks").glob("*.py"), ROOT / "conftest.py"])
 
 
