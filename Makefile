@@ -5,6 +5,7 @@
 #               notebooks, notebooks through Jupyter, every architecture, the browser
 # make bench  — measure on the GPU; writes docs/assets/results/<gpu>.json and plots
 # make notebooks — rewrite docs/notebooks/ from examples/ (commit them)
+# make notebooks-run — run every notebook on the GPU, keep its outputs (commit them)
 # make sanitize — compute-sanitizer memcheck, racecheck and synccheck over the CUDA C kernels
 # make profile — Nsight Compute on one example's kernel (GPU), e.g.
 #                make profile EXAMPLE=stencil ARGS="--variant naive --impl cupy" KERNEL=conv_
@@ -35,12 +36,12 @@ PYTEST_ARGS ?=
 JOBS ?= auto
 XDIST = $$($(PY) -c 'import xdist' 2>/dev/null && echo "-n $(JOBS) --dist loadgroup")
 
-.PHONY: help serve build test check bench sanitize profile clean notebooks
+.PHONY: help serve build test check bench sanitize profile clean notebooks notebooks-run
 
 export NO_MKDOCS_2_WARNING := 1
 
 help:
-	@sed -n '1,16p' Makefile
+	@sed -n '1,17p' Makefile
 
 $(VENV)/.installed: pyproject.toml
 	@echo "make: installing extras [$(EXTRAS)] (driver CUDA $(or $(DRIVER_CUDA),none); GPU extra: $(or $(GPU_EXTRA),none))"
@@ -58,6 +59,12 @@ build: notebooks
 # examples/*.py -> docs/notebooks/*.ipynb (committed: Colab opens them from GitHub)
 notebooks: $(SETUP)
 	$(PY) docs/hooks/notebooks.py
+
+# GPU only: each notebook through a Jupyter kernel at its default sizes, its
+# outputs and the run's stamp (GPU, driver, commit, date, code hash) kept in
+# both languages' notebooks; NOTEBOOKS="attention fusion" runs a few
+notebooks-run: notebooks
+	$(PY) docs/hooks/notebooks.py --run $(NOTEBOOKS)
 
 # On a GPU both write the test record, docs/assets/results/test-runs/<gpu>.json
 # (conftest.py), which the pages show; commit it.
