@@ -6,6 +6,7 @@
 # make bench  — measure on the GPU; writes docs/assets/results/<gpu>.json and plots
 # make notebooks — rewrite docs/notebooks/ from examples/ (commit them)
 # make exercise TASK=vector_add_guard [FILE=my_copy.py] — check an exercise (kernels/exercises.py)
+# make notebooks-run — run every notebook on the GPU, keep its outputs (commit them)
 # make sanitize — compute-sanitizer memcheck, racecheck and synccheck over the CUDA C kernels
 # make profile — Nsight Compute on one example's kernel (GPU), e.g.
 #                make profile EXAMPLE=stencil ARGS="--variant naive --impl cupy" KERNEL=conv_
@@ -36,12 +37,12 @@ PYTEST_ARGS ?=
 JOBS ?= auto
 XDIST = $$($(PY) -c 'import xdist' 2>/dev/null && echo "-n $(JOBS) --dist loadgroup")
 
-.PHONY: help serve build test check bench sanitize profile clean notebooks exercise
+.PHONY: help serve build test check bench sanitize profile clean notebooks exercise notebooks-run
 
 export NO_MKDOCS_2_WARNING := 1
 
 help:
-	@sed -n '1,17p' Makefile
+	@sed -n '1,18p' Makefile
 
 $(VENV)/.installed: pyproject.toml
 	@echo "make: installing extras [$(EXTRAS)] (driver CUDA $(or $(DRIVER_CUDA),none); GPU extra: $(or $(GPU_EXTRA),none))"
@@ -63,6 +64,11 @@ notebooks: $(SETUP)
 # the checked exercises: the starter of TASK, or your FILE (python -m kernels.exercises list names them)
 exercise: $(SETUP)
 	$(PY) -m kernels.exercises check $(TASK) $(FILE)
+# GPU only: each notebook through a Jupyter kernel at its default sizes, its
+# outputs and the run's stamp (GPU, driver, commit, date, code hash) kept in
+# both languages' notebooks; NOTEBOOKS="attention fusion" runs a few
+notebooks-run: notebooks
+	$(PY) docs/hooks/notebooks.py --run $(NOTEBOOKS)
 
 # On a GPU both write the test record, docs/assets/results/test-runs/<gpu>.json
 # (conftest.py), which the pages show; commit it.

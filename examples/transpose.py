@@ -209,9 +209,10 @@ def time_cupy_ladder(n=8192):
 # %% [markdown]
 # ## The Numba steps
 #
-# naive (32 x 8 threads, one element each), padded (a 32 x 32 block, one
-# element each) and coarsened (32 x 8 threads, 4 elements each), all on a
-# padded 32 x 33 tile. (The same text as the handbook's kernels/transpose.py.)
+# naive (32 x 8 threads, one element each, no tile), padded (a 32 x 32
+# block, one element each) and coarsened (32 x 8 threads, 4 elements each),
+# the last two on a padded 32 x 33 tile. (The same text as the handbook's
+# kernels/transpose.py.)
 
 # %%
 # --8<-- [start:numba_import]

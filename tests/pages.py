@@ -52,7 +52,8 @@ def hook(name: str):
 
 
 def pages() -> list[Path]:
-    return sorted(p for p in DOCS.rglob("*.md") if "hooks" not in p.parts)
+    return sorted(p for p in DOCS.rglob("*.md") if "hooks" not in p.parts
+                  and not p.is_relative_to(DOCS / "notebooks" / "text"))  # the notebooks' Chinese, not pages
 
 
 def read_section(target: str) -> list[str]:

@@ -251,7 +251,24 @@ def test_copy_button_copies_the_code(browser, server):
         assert copied.strip() == code.strip() and len(copied) > 20
 
 
+@pytest.mark.parametrize("path", ["notebooks/transpose/", "en/notebooks/transpose/"])
+def test_a_notebook_page_shows_the_outputs_of_its_run(browser, server, path):
+    """A notebook rendered as a page (docs/hooks/notebooks.py): its code and
+    the outputs of the GPU run are on the page, in JupyterLab's styles
+    (assets/notebook.css), with its images loaded."""
+    with opened(browser, server, path) as (ctx, page):
+        outputs = page.locator(".jupyter-wrapper .jp-OutputArea-output")
+        assert outputs.count() > 0 and outputs.first.is_visible()
+        assert page.locator(".jupyter-wrapper .jp-CodeCell").count() > 3
+        assert page.evaluate("() => getComputedStyle(document.querySelector('.jupyter-wrapper'))"
+                             ".getPropertyValue('--jp-cell-prompt-width').trim()") != ""
+        assert "GPU:" in outputs.first.inner_text()  # the first output states where it ran
+        assert page.evaluate("() => [...document.querySelectorAll('.jupyter-wrapper img')]"
+                             ".every(i => i.complete && i.naturalWidth > 0)")
+
+
 @pytest.mark.parametrize("start, other", [("matmul/", "en/matmul/"), ("en/occupancy/", "occupancy/"),
+                                          ("notebooks/attention/", "en/notebooks/attention/"),
                                           ("", "en/"), ("appendix/glossary/", "en/appendix/glossary/")])
 def test_language_switch_lands_on_the_same_page(browser, server, start, other):
     with opened(browser, server, start) as (ctx, page):

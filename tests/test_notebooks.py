@@ -63,7 +63,95 @@ def execute(notebook_text: str, folder: Path) -> subprocess.CompletedProcess:
 def test_the_committed_notebooks_are_those_the_examples_make():
     bad = NB.stale()
     assert not bad, f"stale notebooks (run `make notebooks`): {[p.name for p in bad]}"
-    assert {p.stem for p in (ROOT / "docs/notebooks").glob("*.ipynb")} == {s.stem for s in EXAMPLES}
+    assert {p.name for p in (ROOT / "docs/notebooks").glob("*.ipynb")} == \
+        {f"{s.stem}{suffix}.ipynb" for s in EXAMPLES for suffix in ("", ".en")}
+    assert {p.name for p in (ROOT / "docs/notebooks").glob("*.md")} == \
+        {f"{s.stem}{suffix}.md" for s in EXAMPLES for suffix in ("", ".en")}
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_both_languages_hold_the_same_code_and_their_own_words(example):
+    zh, en = (NB._read(NB.notebook_path(example.stem, lang).read_text()) for lang in ("zh", "en"))
+    assert NB.code_of(zh) == NB.code_of(en)
+    words = [[c.source for c in nb.cells if c.cell_type == "markdown"] for nb in (zh, en)]
+    for got, lang, text in ((words[0], "zh", NB.chinese_cells(example)), (words[1], "en", NB.english_cells(example))):
+        # the example's title cell, the handbook's note, then the example's other cells
+        assert got == [text[0], NB.INTRO[lang].format(name=example.name)] + text[1:]
+    assert all(NB.CJK.search(t) for t in words[0])     # every Chinese cell is Chinese
+    assert not any(NB.CJK.search(t) for t in words[1])  # and no English one is
+
+
+def test_the_chinese_follows_the_english_or_the_build_stops(tmp_path):
+    example = ROOT / "examples/transpose.py"
+    english = NB.english_cells(example)
+    assert NB.chinese_cells(example)  # up to date
+    text = (NB.TEXT / "transpose.md").read_text()
+    # the English of cell 2 changed: its old hash no longer matches
+    changed = tmp_path / "transpose.py"
+    changed.write_text(example.read_text().replace(english[1].splitlines()[-1], english[1].splitlines()[-1] + " More."))
+    with pytest.raises(ValueError, match="cell 2 translates an older text"):
+        NB.chinese_cells(changed)
+    # a cell left in English, a cell missing, no file at all
+    (tmp_path / "text").mkdir()
+    first = NB.CELL_LINE.search(text).end()
+    (tmp_path / "text/transpose.md").write_text(text[:first] + "\n\n# Matrix transpose\n" + text[text.index("<!-- cell 2/"):])
+    with pytest.raises(ValueError, match="cell 1 has no Chinese"):
+        NB.chinese_cells(example, tmp_path / "text")
+    (tmp_path / "text/transpose.md").write_text(text[:text.index("<!-- cell 3/")])
+    with pytest.raises(ValueError, match="2 cells, but transpose.py has 3"):
+        NB.chinese_cells(example, tmp_path / "text")
+    with pytest.raises(ValueError, match="is missing"):
+        NB.chinese_cells(example, tmp_path / "none")
+    assert NB.skeleton(example).count("<!-- cell ") == len(english)
+
+
+def test_outputs_stay_only_with_the_code_that_made_them():
+    import nbformat
+
+    fresh = NB.to_notebook_json(ROOT / "examples/transpose.py", lang="en")
+    nb = NB._read(fresh)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ran\n")]
+    nb.metadata[NB.RUN_KEY] = {"code_hash": NB.code_hash(nb)}
+    ran = NB._write(nb)
+    kept = NB._read(NB.with_outputs(fresh, ran))
+    assert all(c.outputs for c in kept.cells if c.cell_type == "code") and NB.RUN_KEY in kept.metadata
+    # the code changed since the run: its outputs are dropped, not shown beside other code
+    other = NB._read(fresh)
+    next(c for c in other.cells if c.cell_type == "code").source += "\nx = 1"
+    assert NB.with_outputs(NB._write(other), ran) == NB._write(other)
+    assert NB.with_outputs(fresh, None) == fresh
+    # a run whose notebook raised, or grew past the limit, is refused
+    bad = NB._read(ran)
+    next(c for c in bad.cells if c.cell_type == "code").outputs = [
+        nbformat.v4.new_output("error", ename="RuntimeError", evalue="wrong answer", traceback=[])]
+    assert any("RuntimeError: wrong answer" in p for p in NB.output_problems(bad))
+    big = NB._read(ran)
+    next(c for c in big.cells if c.cell_type == "code").outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="x" * NB.MAX_NOTEBOOK_BYTES)]
+    assert any("at most" in p for p in NB.output_problems(big))
+    assert not NB.output_problems(NB._read(ran))
+
+
+def test_every_notebook_holds_the_outputs_of_a_gpu_run_of_its_code():
+    """make notebooks-run on a GPU: each notebook's outputs come from its
+    present code (the hash), on a GPU, at a commit of this repository, with
+    no error and within the size limit; both languages carry the same run."""
+    assert not NB.unrun(), "run `make notebooks-run` on a GPU and commit the notebooks"
+    for example in EXAMPLES:
+        runs = []
+        for lang in NB.LANGS:
+            nb = NB._read(NB.notebook_path(example.stem, lang).read_text())
+            stamp = nb.metadata[NB.RUN_KEY]
+            assert stamp["gpu"] and stamp["driver"] and stamp["date"]
+            assert subprocess.run(["git", "cat-file", "-e", f"{stamp['commit']}^{{commit}}"], cwd=ROOT).returncode == 0
+            assert not NB.output_problems(nb)
+            setup = next(c for c in nb.cells if c.cell_type == "code")
+            said = "".join(o.get("text", "") for o in setup.outputs)
+            assert stamp["gpu"] in said and stamp["commit"][:12] in said  # the first output states the run
+            runs.append((stamp, [c.outputs for c in nb.cells if c.cell_type == "code"]))
+        assert runs[0] == runs[1]
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
@@ -122,8 +210,9 @@ def test_a_fault_in_the_example_is_in_its_notebook(example, file, old, new, impl
     in the file. With test_a_fault_in_the_example_fails_its_notebook (one
     fault per example run through Jupyter) this proves the notebooks catch
     them all, without running each fault through a Jupyter kernel."""
-    pristine = _cells(NB.to_notebook_json(ROOT / "examples" / example))
-    mutated = _cells(NB.to_notebook_json(copy_with_fault(example, file, old, new, tmp_path), cuda_dir=tmp_path))
+    pristine = _cells(NB.to_notebook_json(ROOT / "examples" / example, lang="en"))
+    mutated = _cells(NB.to_notebook_json(copy_with_fault(example, file, old, new, tmp_path), cuda_dir=tmp_path,
+                                        lang="en"))  # the code is every language's; a fault may touch the English
     assert len(mutated) == len(pristine)
     changed = [p for p, m in zip(pristine, mutated) if m != p]
     assert all(m in (p, p.replace(old, new)) for p, m in zip(pristine, mutated))
@@ -154,7 +243,7 @@ def test_a_fault_in_the_example_fails_its_notebook(example, file, old, new, impl
     script = copy_with_fault(example, file, old, new, src)
     run = tmp_path / "run"
     run.mkdir()
-    proc = execute(at_test_size(NB.to_notebook_json(script, cuda_dir=src)), run)
+    proc = execute(at_test_size(NB.to_notebook_json(script, cuda_dir=src, lang="en")), run)
     assert proc.returncode != 0, f"{example}: the notebook ran with a planted fault ({runner()}):\n{proc.stdout[-2000:]}"
 
 
@@ -170,8 +259,11 @@ def test_a_chapter_offers_the_notebooks_of_its_examples():
     md = "---\ntitle: t\n---\n# 矩阵乘法\n\ntext\n```python\n--8<-- \"examples/matmul.py:check\"\n```\n"
     out = NB.links(md, "matmul.md", "zh", "https://github.com/o/r")
     head, _, rest = out.partition("# 矩阵乘法\n")
-    assert rest.lstrip().startswith("[下载笔记本 matmul.ipynb](notebooks/matmul.ipynb){ .md-button download }")
+    assert rest.lstrip().startswith("[看运行结果 matmul](notebooks/matmul.md){ .md-button .md-button--primary } "
+                                    "[下载笔记本 matmul.ipynb](notebooks/matmul.ipynb){ .md-button download }")
     assert "colab.research.google.com/github/o/r/blob/main/docs/notebooks/matmul.ipynb" in rest
-    en = NB.links(md.replace("矩阵乘法", "Matmul"), "matmul.en.md", "en", None)
-    assert "[Download notebook matmul.ipynb](notebooks/matmul.ipynb)" in en and "colab" not in en
+    en = NB.links(md.replace("矩阵乘法", "Matmul"), "matmul.en.md", "en", "https://github.com/o/r")
+    assert "[See it run matmul](notebooks/matmul.md)" in en
+    assert "[Download notebook matmul.ipynb](notebooks/matmul.ipynb)" in en
+    assert "docs/notebooks/matmul.en.ipynb" in en  # Colab opens the English notebook from the English page
     assert NB.links("# x\nno example here\n", "x.md", "zh", None) == "# x\nno example here\n"

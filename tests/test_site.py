@@ -126,6 +126,34 @@ def test_every_chapter_offers_its_notebooks(site):
     assert seen >= 18  # nine examples, two languages
 
 
+def test_every_notebook_is_a_page_in_both_languages_with_its_run(site):
+    """docs/notebooks/<x>.md and <x>.en.md: the notebook of the page's
+    language rendered (mkdocs-jupyter's converter), the run's GPU and commit
+    stated above it, its download and the language switch beside it."""
+    import posixpath
+
+    nb = P.hook("notebooks")
+    for example in nb.examples():
+        for lang, prefix in (("zh", ""), ("en", "en/")):
+            out = f"{prefix}notebooks/{example.stem}/index.html"
+            text = html(site, out)
+            stamp = nb._read(nb.notebook_path(example.stem, lang).read_text()).metadata[nb.RUN_KEY]
+            assert 'class="jupyter-wrapper"' in text and "jp-OutputArea-output" in text, out
+            assert stamp["gpu"] in text and stamp["commit"][:12] in text, out
+            assert nb.PAGE_WORDS[lang]["prefix"] + nb.title_of(example, lang) in text
+            css = re.search(r'<link rel="stylesheet" href="([^"]*notebook\.css)"', text)
+            assert css and (site / posixpath.normpath(posixpath.join(posixpath.dirname(out), css[1]))).is_file()
+            m = re.search(rf'<a(?=[^>]* download)[^>]* href="([^"]*{example.stem}\.ipynb)"', text)
+            target = site / posixpath.normpath(posixpath.join(posixpath.dirname(out), m[1]))
+            cells = json.loads(target.read_text())["cells"]
+            chinese = any(re.search(r"[\u4e00-\u9fff]", "".join(c["source"])) for c in cells if c["cell_type"] == "markdown")
+            assert chinese == (lang == "zh"), f"{out}: the download is not the {lang} notebook"
+    # the chapters lead to them: "see it run" lands on the notebook page of the same language
+    for out in ("matmul/index.html", "en/matmul/index.html"):
+        m = re.search(r'href="([^"]*notebooks/matmul/)"[^>]*>(看运行结果|See it run) matmul', html(site, out))
+        assert m and (site / posixpath.normpath(posixpath.join(posixpath.dirname(out), m[1])) / "index.html").is_file()
+
+
 def test_results_render_from_the_file(site):
     from kernels import results
 
@@ -208,7 +236,10 @@ def test_site_and_repo_url_from_the_environment(tmp_path, site):
     assert f"<loc>{url}</loc>" in (tmp_path / "sitemap.xml").read_text()
     assert f'href="{repo}"' in page and 'data-md-component="source"' not in page
     colab = "https://colab.research.google.com/github/example/handbook/blob/main/docs/notebooks/matmul.ipynb"
-    assert f'href="{colab}"' in page and f'href="{colab}"' in (tmp_path / "matmul/index.html").read_text()
+    assert f'href="{colab}"' in (tmp_path / "matmul/index.html").read_text()
+    assert f'href="{colab.replace(".ipynb", ".en.ipynb")}"' in page  # the English page: the English notebook
+    nb_page = (tmp_path / "en/notebooks/matmul/index.html").read_text()
+    assert f'href="{colab.replace(".ipynb", ".en.ipynb")}"' in nb_page
     assert "colab.research.google.com" not in html(site, "en/matmul/index.html")
 
 
