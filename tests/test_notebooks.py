@@ -267,3 +267,13 @@ def test_a_chapter_offers_the_notebooks_of_its_examples():
     assert "[Download notebook matmul.ipynb](notebooks/matmul.ipynb)" in en
     assert "docs/notebooks/matmul.en.ipynb" in en  # Colab opens the English notebook from the English page
     assert NB.links("# x\nno example here\n", "x.md", "zh", None) == "# x\nno example here\n"
+
+
+def test_notebooks_run_refuses_a_machine_without_a_gpu(monkeypatch):
+    """make notebooks-run stores a GPU's outputs: without nvidia-smi (or
+    without a GPU behind it) it stops before running anything."""
+    import shutil
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(SystemExit, match="needs an NVIDIA GPU"):
+        NB.run(["transpose"])

@@ -130,6 +130,7 @@ def test_every_notebook_is_a_page_in_both_languages_with_its_run(site):
     """docs/notebooks/<x>.md and <x>.en.md: the notebook of the page's
     language rendered (mkdocs-jupyter's converter), the run's GPU and commit
     stated above it, its download and the language switch beside it."""
+    import html as html_lib
     import posixpath
 
     nb = P.hook("notebooks")
@@ -140,7 +141,7 @@ def test_every_notebook_is_a_page_in_both_languages_with_its_run(site):
             stamp = nb._read(nb.notebook_path(example.stem, lang).read_text()).metadata[nb.RUN_KEY]
             assert 'class="jupyter-wrapper"' in text and "jp-OutputArea-output" in text, out
             assert stamp["gpu"] in text and stamp["commit"][:12] in text, out
-            assert nb.PAGE_WORDS[lang]["prefix"] + nb.title_of(example, lang) in text
+            assert html_lib.escape(nb.PAGE_WORDS[lang]["prefix"] + nb.title_of(example, lang), quote=False) in text
             css = re.search(r'<link rel="stylesheet" href="([^"]*notebook\.css)"', text)
             assert css and (site / posixpath.normpath(posixpath.join(posixpath.dirname(out), css[1]))).is_file()
             m = re.search(rf'<a(?=[^>]* download)[^>]* href="([^"]*{example.stem}\.ipynb)"', text)
