@@ -268,7 +268,9 @@ def test_the_leaderboard_keeps_the_best_time_and_energy(tmp_path, monkeypatch):
     assert ex.board_lines(tmp_path / "none")[0].startswith("no graded run yet")
 
 
-def test_the_command_lists_checks_and_fails_on_a_wrong_kernel(capsys):
+def test_the_command_lists_checks_and_fails_on_a_wrong_kernel(capsys, monkeypatch):
+    # on a GPU the command also times and records: that is the slow goal test's, with its own board
+    monkeypatch.setattr(ex, "measure", lambda task, fn, path: (["(not timed here)"], True))
     assert ex.main(["list"]) == 0 and "vector_add_guard" in capsys.readouterr().out
     assert ex.main(["check", "no_such_task"]) == 2
     assert ex.main(["check", "vector_add_guard"]) == 1  # the starter: wrong
