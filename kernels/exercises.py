@@ -37,7 +37,7 @@ from typing import Callable
 
 import numpy as np
 
-from .device import has_gpu, select_numba_target
+from .device import device_info, has_gpu, select_numba_target
 
 select_numba_target()  # before anything imports numba
 
@@ -224,7 +224,8 @@ def check(name: str, path: Path | None = None, time: bool | None = None, sizes=N
                      f"{''.join(traceback.format_exception_only(exc)).strip()}")
         return Report(name, False, lines)
     rng = np.random.default_rng(12345)
-    for size in sizes or (task.sizes_gpu if gpu else task.sizes_cpu):
+    sizes = sizes or (task.sizes_gpu if gpu else task.sizes_cpu)
+    for size in sizes:
         try:
             check_size(task, fn, size, rng)
         except Failure as exc:
@@ -232,7 +233,7 @@ def check(name: str, path: Path | None = None, time: bool | None = None, sizes=N
             return Report(name, False, lines)
     where = "on the GPU" if gpu else "in Numba's CUDA simulator (small sizes; run it on a GPU for the large ones)"
     lines.append(f"correct at every size {where}: "
-                 + ", ".join(_size_text(s) for s in (sizes or (task.sizes_gpu if gpu else task.sizes_cpu))))
+                 + ", ".join(_size_text(s) for s in sizes))
     if task.goal and not gpu:
         lines.append(f"speed goal (at least {task.goal[1]} of {task.goal[0]}'s speed): checked on a GPU")
     if gpu and (time if time is not None else True):
@@ -277,7 +278,7 @@ def measure(task: Task, fn: Callable, path: Path) -> tuple[list[str], bool]:
         rate = amount / (t["ms"] * 1e-3) / 1e9
         rows[label] = {"ms": t["ms"], "rate": rate, "energy_per_unit": e["j_per_call"] / amount}
     name = {"bytes": ("GB/s", "pJ/B", 1e12), "flop": ("GFLOP/s", "pJ/FLOP", 1e12)}[unit]
-    lines = [f"on {harness_gpu_name()}, size {_size_text(size)}:"]
+    lines = [f"on {gpu_name()}, size {_size_text(size)}:"]
     for label, r in rows.items():
         lines.append(f"  {label:28s} {r['ms']:9.4f} ms  {r['rate']:9.1f} {name[0]}  "
                      f"{r['energy_per_unit'] * name[2]:8.2f} {name[1]}")
@@ -298,20 +299,17 @@ def measure(task: Task, fn: Callable, path: Path) -> tuple[list[str], bool]:
     return lines, met
 
 
-def harness_gpu_name() -> str:
+def gpu_name() -> str:
+    """The current GPU's name (kernels.device.device_info, asked once per process)."""
     import cupy as cp
 
-    return cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
-
-
-def _slug(gpu: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in gpu.lower()).strip("-")
+    return device_info(cp.cuda.Device().id)["name"]
 
 
 def record(task: Task, path: Path, size, mine: dict, others: dict, board: Path | None = None) -> Path:
     """Append one graded run to the leaderboard of this GPU."""
-    gpu = harness_gpu_name()
-    target = (board or BOARD) / f"{_slug(gpu)}.json"
+    gpu = gpu_name()
+    target = (board or BOARD) / f"{gpu.lower().replace(' ', '-')}.json"  # named as the results files are
     target.parent.mkdir(parents=True, exist_ok=True)
     entries = json.loads(target.read_text()) if target.is_file() else []
     entries.append({"task": task.name, "file": str(path), "sha": hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12],

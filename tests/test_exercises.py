@@ -256,7 +256,7 @@ def test_the_grader_allows_rounding_between_runs_when_the_task_does():
 
 
 def test_the_leaderboard_keeps_the_best_time_and_energy(tmp_path, monkeypatch):
-    monkeypatch.setattr(ex, "harness_gpu_name", lambda: "NVIDIA Test GPU")
+    monkeypatch.setattr(ex, "gpu_name", lambda: "NVIDIA Test GPU")
     task = ex.tasks()["vector_add_guard"]
     f = ex.SOLUTIONS / "vector_add_guard.py"
     for ms, e in ((2.0, 5e-12), (1.0, 9e-12), (3.0, 4e-12)):
