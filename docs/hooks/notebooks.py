@@ -371,12 +371,7 @@ def render(stem: str, lang: str, page_url: str, repo_url: str | None, branch: st
     words = PAGE_WORDS[lang]
     note = (words["ran"].format(gpu=stamp["gpu"], driver=stamp["driver"], date=stamp["date"][:10],
                                 commit=f"`{stamp['commit'][:12]}`") if stamp else words["unrun"])
-    download, colab = LINKS[lang]
-    buttons = [f"[{download.format(nb=f'{stem}.ipynb')}]({stem}.ipynb){{ .md-button download }}"]  # the i18n
-    # plugin serves <stem>.en.ipynb as <stem>.ipynb on the English site
-    url = colab_url(repo_url, branch, path.name)
-    if url:
-        buttons.append(f"[{colab}]({url}){{ .md-button }}")
+    buttons = notebook_buttons(stem, lang, "notebooks", repo_url, branch)
     body, _ = _converted(path, drop_title=True)
     css = posixpath.relpath(NOTEBOOK_CSS, page_url or ".")  # one file at the site's root, for every language
     return (f"{note}\n\n{' '.join(buttons)}\n\n"
@@ -508,6 +503,19 @@ def colab_url(repo_url: str | None, branch: str, nb: str) -> str | None:
     return f"https://colab.research.google.com/github/{m[1]}/{m[2]}/blob/{branch}/docs/notebooks/{nb}"
 
 
+def notebook_buttons(stem: str, lang: str, here: str, repo_url: str | None, branch: str = "main") -> list[str]:
+    """Download (the i18n plugin serves <stem>.en.ipynb as <stem>.ipynb on the
+    English site) and, for a GitHub repository, Colab: links from a page in
+    docs/<here>/."""
+    download, colab = LINKS[lang]
+    buttons = [f"[{download.format(nb=f'{stem}.ipynb')}]({posixpath.relpath(f'notebooks/{stem}.ipynb', here)})"
+               "{ .md-button download }"]
+    url = colab_url(repo_url, branch, notebook_path(stem, lang).name)
+    if url:
+        buttons.append(f"[{colab}]({url}){{ .md-button }}")
+    return buttons
+
+
 def links(markdown: str, src_uri: str, lang: str, repo_url: str | None, branch: str = "main") -> str:
     """The buttons for each example the page embeds, after its title: its
     notebook page (the outputs of a run), the notebook to download, Colab."""
@@ -515,17 +523,11 @@ def links(markdown: str, src_uri: str, lang: str, repo_url: str | None, branch: 
     if not stems:
         return markdown
     here = posixpath.dirname(src_uri) or "."
-    download, colab = LINKS[lang]
     buttons = []
     for stem in stems:
-        nb = notebook_path(stem, lang).name
         page = posixpath.relpath(f"notebooks/{stem}.md", here)  # the i18n plugin leads it to the page's language
         buttons.append(f"[{PAGE_WORDS[lang]['see']} {stem}]({page}){{ .md-button .md-button--primary }}")
-        buttons.append(f"[{download.format(nb=f'{stem}.ipynb')}]({posixpath.relpath('notebooks/' + f'{stem}.ipynb', here)})"
-                       "{ .md-button download }")
-        url = colab_url(repo_url, branch, nb)
-        if url:
-            buttons.append(f"[{colab}]({url}){{ .md-button }}")
+        buttons += notebook_buttons(stem, lang, here, repo_url, branch)
     line = " ".join(buttons)
     m = re.search(r"^# .*$", markdown, re.M)
     if not m:
