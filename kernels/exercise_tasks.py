@@ -625,7 +625,7 @@ _GROUP_C = [
     Task("ws_cp_async", "warp-specialization", "cuda", "stream", _vector, lambda n: (n,), _stream_ref,
          CPA_GPU[:9], CPA_GPU, 1 << 27, lambda n: ("bytes", 8 * n), rtol=1e-5, scale=_stream_scale,
          chapter_kernel=_ws_chapter("ws_cpasync"), vendor=_cupy_stream, vendor_name="cupy ElementwiseKernel (fmaf x 8)",
-         goal=("chapter", 0.7),
+         goal=("chapter", 0.6),  # the reference solution: 0.69 on the H200 (its per-tile index work)
          hint="copy every chunk that starts inside x with a source size of the bytes inside it (cp.async "
               "zero-fills the rest), store the last chunk float by float; for speed, keep STAGES - 1 tiles in "
               "flight (issue tile j + STAGES - 1 before waiting for tile j) and fill every SM"),

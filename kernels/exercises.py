@@ -104,8 +104,11 @@ def load(path: Path):
     return module
 
 
-CANARY = 64  # NaN elements after every input and the output: a read past the end turns the answer to NaN,
-             # a write past the end overwrites one (a GPU does not check indices; the simulator does)
+CANARY = 64  # elements after every input and the output: NaN after a float input, so that a read past
+             # its end turns the answer to NaN; OUT_CANARY after the output, so that any write past its end
+             # shows, a NaN computed from the inputs' NaN canaries too (a GPU does not check indices; the
+             # simulator does)
+OUT_CANARY = np.float32(-1.2345e38)  # a value no task writes
 
 
 def _padded(values: np.ndarray, fill: float, lib):
@@ -124,8 +127,9 @@ def _canary(dtype):
 
 
 def _device(task: Task, host: dict, shape):
-    """Device inputs and a NaN-poisoned output, each followed by NaN canaries:
-    ([input views], output view, output with its canaries)."""
+    """Device inputs, each followed by its canaries, and a NaN-poisoned
+    output followed by OUT_CANARY: ([input views], output view, output
+    with its canaries)."""
     if task.kind == "cuda":
         import cupy as cp
 
@@ -135,7 +139,7 @@ def _device(task: Task, host: dict, shape):
 
         lib = cuda.to_device
     views = [_padded(v, _canary(v.dtype), lib)[1] for v in host.values()]
-    whole, out = _padded(np.full(shape, np.nan, dtype=np.float32), np.nan, lib)
+    whole, out = _padded(np.full(shape, np.nan, dtype=np.float32), OUT_CANARY, lib)
     return views, out, whole
 
 
@@ -190,7 +194,7 @@ def check_size(task: Task, fn: Callable, size, rng) -> None:
             raise Failure(f"size {_size_text(size)}: the call raised {type(exc).__name__}: {exc}") from None
         everything = _host(whole.copy_to_host() if hasattr(whole, "copy_to_host") else whole)
         got = everything[:-CANARY].reshape(want.shape)
-        past = np.flatnonzero(~np.isnan(everything[-CANARY:]))
+        past = np.flatnonzero(everything[-CANARY:] != OUT_CANARY)  # NaN != anything: a NaN written shows
         if past.size:
             raise Failure(f"size {_size_text(size)}: wrote past the end of the output (element "
                           f"{got.size + int(past[0])} of an output of {got.size}): a missing bounds guard?")

@@ -222,6 +222,29 @@ def test_the_grader_catches_a_write_past_the_end(monkeypatch):
     assert "wrote past the end of the output" in msg and "element 300" in msg
 
 
+def test_a_write_past_the_end_shows_even_when_it_writes_nan(monkeypatch):
+    """An unguarded out[i] = a[i] + b[i] writes a[n] + b[n] = NaN + NaN past the
+    end: the output's canaries are not NaN, so that write shows too (on the
+    H200 a NaN canary after the output let exactly this through)."""
+    made = {}
+    device = ex._device
+
+    def spy(task, host, shape):
+        views, out, whole = device(task, host, shape)
+        made["whole"] = whole
+        return views, out, whole
+    monkeypatch.setattr(ex, "_device", spy)
+
+    def one_more_nan(a, b, out):
+        got = np.concatenate([_sum(a, b), [np.nan]]).astype(np.float32)
+        whole = made["whole"]
+        host = whole.copy_to_host()
+        host[:got.size] = got
+        whole.copy_to_device(host)
+    msg = run_fake(one_more_nan)
+    assert "wrote past the end of the output" in msg and "element 300" in msg
+
+
 def test_the_grader_catches_a_read_past_the_end_through_its_canaries():
     def reads_one_more(a, b, out):  # the inputs' NaN canaries come in, as a GPU would let them
         got = _sum(a, b)

@@ -15,7 +15,7 @@ tile comes out as f^8(0)), and the last chunk's results are stored as a
 whole float4 even when n is not a multiple of 4, past the end of out. Make
 it right for every n, reading nothing past the end of x (cp.async's source
 size may be anything from 0 to 16 bytes). Then, on a GPU, keep it fast: at
-least 0.7 of the speed of the chapter's step 3 (warp_specialization.stream
+least 0.6 of the speed of the chapter's step 3 (warp_specialization.stream
 (..., step="ws_cpasync")) at 2^27 floats. Needs a GPU of compute
 capability 8.0 or newer (cp.async).
 

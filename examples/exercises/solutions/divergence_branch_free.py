@@ -10,6 +10,9 @@ THREADS = 256
 ITERS = 256  # steps per element (the grader's reference runs 256 too)
 A_POS, B_POS = float32(0.999), float32(0.001)    # path A: x >= 0
 A_NEG, B_NEG = float32(1.001), float32(-0.001)   # path B: x < 0
+# Every loop is a while loop, not range(): numba-cuda 0.30 compiles `for _ in range(ITERS)` with a
+# 64-bit counter check beside every unrolled step (ISETP, SEL, IADD3 per FFMA in the SASS, about
+# six instructions per FMA); `while k < ITERS` unrolls to bare FFMAs (see kernel.inspect_sass()).
 
 
 @cuda.jit
@@ -20,8 +23,10 @@ def branch_free_kernel(x, out):
         pos = v >= 0
         a = A_POS if pos else A_NEG  # selects: every lane runs the same instructions
         b = B_POS if pos else B_NEG
-        for _ in range(ITERS):
+        k = 0
+        while k < ITERS:
             v = v * a + b
+            k += 1
         out[i] = v
 
 

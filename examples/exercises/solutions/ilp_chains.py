@@ -18,11 +18,16 @@ def chains_kernel(x, out):
         a = x[i]
         b = float32(1.0) - a
         acc0, acc1, acc2, acc3 = a, a + float32(1.0), a + float32(2.0), a + float32(3.0)
-        for _ in range(ITERS // CHAINS):
+        # a while loop, not range(): numba-cuda 0.30 compiles `for _ in range(...)` with a 64-bit
+        # counter check beside every unrolled step (ISETP, SEL, IADD3 per FMA in the SASS); this
+        # loop unrolls to bare FFMAs (see kernel.inspect_sass())
+        step = 0
+        while step < ITERS // CHAINS:
             acc0 = acc0 * a + b  # four independent FMAs
             acc1 = acc1 * a + b
             acc2 = acc2 * a + b
             acc3 = acc3 * a + b
+            step += 1
         out[i] = (acc0 + acc1) + (acc2 + acc3)
 
 

@@ -9,11 +9,13 @@ import math
 from numba import cuda, float32
 
 TILE = 32
+PADDED = TILE + 1  # a tile row and one more column: a tile's column falls in 32 different banks
+# (a module constant: numba-cuda on a GPU takes a shared array's shape only as constants, not TILE + 1)
 
 
 @cuda.jit
 def transpose_kernel(x, out):
-    tile = cuda.shared.array((TILE, TILE + 1), dtype=float32)  # + 1: no bank conflicts on the column reads
+    tile = cuda.shared.array((TILE, PADDED), dtype=float32)  # no bank conflicts on the column reads
     rows, cols = x.shape
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     r, c = cuda.blockIdx.y * TILE + ty, cuda.blockIdx.x * TILE + tx
