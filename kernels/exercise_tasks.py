@@ -95,7 +95,10 @@ _FIRST = (
          lambda x: x.astype(np.float64).T, TRANSPOSE_CPU, TRANSPOSE_GPU, (8192, 8192),
          lambda s: ("bytes", 8 * s[0] * s[1]), rtol=0.0,
          chapter_kernel=_chapter_transpose, vendor=_cupy_transpose, vendor_name="cupy ascontiguousarray(x.T)",
-         goal=("chapter", 0.5), hint="stage a tile in shared memory, barrier, then store it transposed; pad the "
+         # the goal is against CuPy's transpose: the reference solution (one element a thread, 32 x 32 threads)
+         # ran 1.57 x CuPy and 0.36 x the chapter's coarsened CUDA C on the H200
+         goal=("cupy ascontiguousarray(x.T)", 1.3),
+         hint="stage a tile in shared memory, barrier, then store it transposed; pad the "
                                      "tile by one column against bank conflicts"),
     Task("block_sum", "divergence", "numba", "total", _vector, lambda n: (1,),
          lambda x: np.array([x.astype(np.float64).sum()]), SUM_CPU, SUM_GPU, 1 << 26, lambda n: ("bytes", 4 * n),
@@ -488,7 +491,7 @@ _GROUP_B = [
     Task("divergence_branch_free", "divergence", "numba", "apply", _branch_inputs, lambda n: (n,), _branch_ref,
          BRANCH_CPU, BRANCH_GPU, 1 << 26, lambda n: ("flop", 2 * BRANCH_ITERS * n), rtol=1e-4,
          scale=lambda x: np.maximum(np.abs(x.astype(np.float64)), 1.0),
-         chapter_kernel=_chapter_branch, goal=("chapter", 0.8),
+         chapter_kernel=_chapter_branch, goal=("chapter", 0.55),  # the reference solution: 0.65 on the H200
          hint="choose both constants, a and b, by the sign of x[i] (x >= 0: path A) with selects before the "
               "loop; then every lane runs one loop"),
 ]

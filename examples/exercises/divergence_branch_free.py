@@ -12,7 +12,7 @@ with selects (a ternary on each constant compiles to a select, not a
 branch), then run one loop for every lane. The rewrite picks the
 multiplier by the sign but not the addend, which is path A's for every
 element: the negative elements come out wrong. 1) Make it right (apply()
-calls branch_free_kernel). 2) On a GPU, make it fast: at least 0.8 of the
+calls branch_free_kernel). 2) On a GPU, make it fast: at least 0.55 of the
 speed of the chapter's branch_long with no warp diverged (split 0), the
 time of one path, at 2^26 elements.
 

@@ -7,8 +7,8 @@ memory, and should then write it transposed with coalesced stores. Two
 things are missing: the barrier between the tile's writes and its reads,
 and the right indices for the store (it writes the tile back untransposed,
 to the wrong place). 1) Make it right at every shape. 2) On a GPU, make it
-fast: at least half the speed of the chapter's best transpose (pad the
-tile against bank conflicts).
+fast: at least 1.3 x the speed of CuPy's transpose (cp.ascontiguousarray(x.T))
+at 8192 x 8192 (pad the tile against bank conflicts).
 
     python -m kernels.exercises check transpose_tiled examples/exercises/transpose_tiled.py
 """
