@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests import pages
+from tests import record as R
 from tests.test_examples import POISON, SMALL, _gpu, alone_env, copy_with_fault, fault_params
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,7 +159,7 @@ def test_every_notebook_ran_at_a_commit_of_this_repository():
     a copy of the tree without .git, as on the GPU machine, cannot look it up)."""
     if subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=ROOT,
                       capture_output=True).returncode != 0:
-        pytest.skip("not a git checkout (a copy of the tree without its history): the commit cannot be looked up")
+        pytest.skip(R.NO_HISTORY)
     for example in EXAMPLES:
         for lang in NB.LANGS:
             stamp = NB._read(NB.notebook_path(example.stem, lang).read_text()).metadata[NB.RUN_KEY]
