@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 
 # The one skip outside the site tooling the record accepts: a test that reads the
-# repository's history cannot on the GPU machine, whose copy of the tree has no .git.
+# repository's history cannot on the GPU machine, whose copy of the tree lacks it.
 NO_HISTORY = "not a git checkout (a copy of the tree without its history)"
 
 from kernels import results
