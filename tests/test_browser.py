@@ -169,7 +169,9 @@ SEARCHES = [("en/", "coalescing", "memory-hierarchy/"), ("en/", "occupancy", "oc
             ("", "bank 冲突", "memory-hierarchy/"), ("", "bank冲突", "memory-hierarchy/"),
             ("", "存储体冲突", "memory-hierarchy/"), ("", "张量核心", "tensor-cores/"),
             ("", "线程束分化", "divergence/"), ("", "能耗", "memory-hierarchy/"), ("", "TMA", "warp-specialization/"),
-            ("", "在线 softmax", "algorithms/"), ("", "稀疏矩阵", "algorithms/")]
+            ("", "在线 softmax", "algorithms/"), ("", "稀疏矩阵", "algorithms/"),
+            # a notebook page is found too, though ranked below the chapters (docs/hooks/notebooks.py)
+            ("en/", "notebook transpose", "notebooks/transpose/"), ("", "笔记本 转置", "notebooks/transpose/")]
 
 
 # what is left of a <mark> cut by the highlighter ("ark>共享", "<ma"), and TeX's \( \)

@@ -312,10 +312,15 @@ def page_path(stem: str, lang: str, out: Path = OUT) -> Path:
     return out / (f"{stem}.md" if lang == "zh" else f"{stem}.{lang}.md")
 
 
+SEARCH_BOOST = 0.2  # Material's search: a notebook page's weight beside a chapter's 1.0
+
+
 def page_text(script: Path, lang: str) -> str:
     """The page: its title (the notebook's, whose own heading the page then
-    leaves out) and the directive the hook renders."""
-    return (f"# {PAGE_WORDS[lang]['prefix']}{title_of(script, lang)}\n\n"
+    leaves out) and the directive the hook renders. Search ranks it below the
+    chapters (boost < 1): the chapter explains a term, its notebook only uses it."""
+    return (f"---\nsearch:\n  boost: {SEARCH_BOOST}\n---\n\n"
+            f"# {PAGE_WORDS[lang]['prefix']}{title_of(script, lang)}\n\n"
             f"<!-- Written by docs/hooks/notebooks.py (make notebooks); the hook renders the notebook here. -->\n\n"
             f"<!-- notebook {script.stem} -->\n")
 
