@@ -215,6 +215,8 @@ def stamp(only: list[str] | None = None) -> None:
             continue
         text = en.read_text()
         meta, body = split_front_matter(text)
+        if "translation_of" not in meta:  # not a translation: a notebook page that `make notebooks` writes
+            continue
         meta["source_sha"] = source_sha(twin(en))
         head = "".join(f"{k}: {v}\n" for k, v in meta.items())
         new = f"---\n{head}---\n{body}"

@@ -71,6 +71,25 @@ def test_translation_says_which_revision_it_matches(en):
         f"then run `python -m tests.pages stamp`")
 
 
+def test_stamp_leaves_the_notebook_pages_alone(monkeypatch, tmp_path):
+    """`stamp divergence.md` names English pages by file name: a notebook page
+    of the same name (written by make notebooks, no translation_of) keeps its
+    text, which `make notebooks --check` compares."""
+    docs = tmp_path / "docs"
+    (docs / "notebooks").mkdir(parents=True)
+    (docs / "divergence.md").write_text("# 分化\n")
+    (docs / "divergence.en.md").write_text("---\ntranslation_of: divergence.md\n---\n# Divergence\n")
+    stub = "---\nsearch:\n  boost: 0.2\n---\n\n# Notebook: divergence\n"
+    (docs / "notebooks" / "divergence.md").write_text("# 笔记本\n")
+    (docs / "notebooks" / "divergence.en.md").write_text(stub)
+    monkeypatch.setattr(P, "DOCS", docs)
+    monkeypatch.setattr(P, "ROOT", tmp_path)
+    P.stamp(["divergence.md"])
+    assert P.split_front_matter((docs / "divergence.en.md").read_text())[0]["source_sha"] == \
+        P.source_sha(docs / "divergence.md")
+    assert (docs / "notebooks" / "divergence.en.md").read_text() == stub
+
+
 # ------------------------------------------------------------- includes --
 
 def page_includes():
