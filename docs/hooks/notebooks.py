@@ -460,8 +460,11 @@ def run(stems=None, commit: str | None = None, timeout: int = 1800) -> list[Path
     if query is None or query.returncode != 0 or not query.stdout.strip():
         raise SystemExit("make notebooks-run needs an NVIDIA GPU: the outputs it stores are a GPU's")
     gpu, driver = [x.strip() for x in query.stdout.strip().splitlines()[0].split(",")]
-    commit = commit or os.environ.get("HANDBOOK_COMMIT") or subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from kernels.harness import git_commit  # HANDBOOK_COMMIT on a copied tree, else HEAD (+dirty)
+
+    commit = commit or git_commit()
     os.environ["HANDBOOK_COMMIT"] = commit  # the setup cell prints it
     # the kernel sees no checkout: a notebook stands alone (its .cu files are in it)
     os.environ["PYTHONPATH"] = os.pathsep.join(
