@@ -57,7 +57,7 @@ def test_headings_have_explicit_ids(page):
 
 
 # The notebook pages (docs/notebooks/*.md) are written by docs/hooks/notebooks.py; their
-# translation is checked cell by cell against the English (docs/notebooks/text/).
+# translation is checked cell by cell against the English (examples/zh/).
 @pytest.mark.parametrize("en", [p for p in EN if p.parent != P.DOCS / "notebooks"], ids=ids)
 def test_translation_says_which_revision_it_matches(en):
     meta, _ = P.split_front_matter(en.read_text())

@@ -114,7 +114,7 @@ def cuda_files(script_text: str) -> list[str]:
 
 # --- the Chinese of the examples' markdown cells ---------------------------
 
-TEXT = OUT / "text"  # docs/notebooks/text/<example>.md (not a page: mkdocs.yml excludes it)
+TEXT = EXAMPLES / "zh"  # examples/zh/<example>.md: beside the examples it translates (not a page of the site)
 LANGS = ("zh", "en")  # zh: <example>.ipynb, the default site's; en: <example>.en.ipynb
 CELL_LINE = re.compile(r"^<!-- cell (\d+)/(\d+) en:([0-9a-f]{12}) -->$", re.M)
 TEXT_HEADER = ("<!-- examples/{name}: the Chinese of its markdown cells, in order. Each section begins with a "
