@@ -276,14 +276,53 @@ def default_lanes(mean_row: float, vec: bool) -> int:
     return int(min(32, max(2, 2 ** round(math.log2(max(mean_row / (4 if vec else 2), 1.0))))))
 
 
-def spmv_cupy(indptr, indices, data, x, out=None, *, kernel="merge", lanes=None, vec=None, check=False):
+# kernel="auto": a cost model of the two kernels that can win, fitted to the handbook's H200 runs
+STEP_NS = {False: 270.0, True: 750.0}  # one sub-warp step along a row, 4-byte / 128-bit loads
+STREAM_GBPS = 3000.0  # CSR bytes streamed by the sub-warp kernel on rows of even length
+TAIL_SHARE = 0.75  # merge path once the longest row alone would take this share of the streaming time
+EVEN_ROWS = 0.1  # 128-bit loads when the row lengths' spread (std / mean) is below this
+VEC_MAX_LANES = 16  # with 128-bit loads: 16 lanes beat 32 on rows of 160 and 500 nonzeros (H200)
+
+
+def row_stats(indptr):
+    """n_rows, nnz, mean_row, max_row and spread (std / mean) of the row
+    lengths, from indptr alone (NumPy or CuPy: on the GPU, a few passes over
+    n_rows ints and one transfer of three numbers)."""
+    xp = np if isinstance(indptr, np.ndarray) else __import__("cupy")
+    n_rows = indptr.size - 1
+    lengths = xp.diff(indptr).astype(xp.float64)
+    sums = xp.stack([lengths.sum(), lengths.max(), (lengths * lengths).sum()])
+    nnz, max_row, sq = (float(v) for v in (sums if xp is np else sums.get()))
+    mean = nnz / n_rows
+    spread = math.sqrt(max(sq / n_rows - mean * mean, 0.0)) / mean if mean > 0 else 0.0
+    return {"n_rows": n_rows, "nnz": int(nnz), "mean_row": mean, "max_row": int(max_row), "spread": spread}
+
+
+def auto_options(stats, aligned=True):
+    """What kernel="auto" runs: the subwarp kernel (lanes from the mean row
+    length, 128-bit loads on rows of even length) unless its longest row,
+    walked by one sub-warp, would take longer than TAIL_SHARE of the time the
+    whole matrix takes to stream; then the merge path, whose time does not
+    depend on the row lengths."""
+    vec = aligned and stats["spread"] < EVEN_ROWS
+    lanes = min(default_lanes(stats["mean_row"], vec), VEC_MAX_LANES if vec else 32)
+    tail_ns = math.ceil(stats["max_row"] / (lanes * (4 if vec else 2))) * STEP_NS[vec]
+    stream_bytes = 8 * stats["nnz"] + 4 * (stats["n_rows"] + 1) + 8 * stats["n_rows"]  # square A: x, out
+    if tail_ns > TAIL_SHARE * stream_bytes / STREAM_GBPS:
+        return {"kernel": "merge", "vec": False}
+    return {"kernel": "subwarp", "lanes": lanes, "vec": vec}
+
+
+def spmv_cupy(indptr, indices, data, x, out=None, *, kernel="auto", lanes=None, vec=None, check=True):
     """out = A x by one kernel of spmv.cu: CuPy arrays, indptr and indices
     int32, data and x float32; A is (indptr.size - 1) x x.size. kernel: one of
-    KERNELS; lanes: the subwarp kernel's lanes per row (default from the mean
-    row length); vec: subwarp and merge read data and indices 128 bits at a
-    time (default: subwarp when both start on a 16-byte boundary, merge never:
-    its 4-byte loads measured faster); check: run check_csr first (reads
-    every index). Returns out."""
+    KERNELS, or "auto" (auto_options on row_stats: one sync); lanes: the
+    subwarp kernel's lanes per row (default from the mean row length); vec:
+    subwarp and merge read data and indices 128 bits at a time (default:
+    subwarp when both start on a 16-byte boundary, merge never: its 4-byte
+    loads measured faster); check: run check_csr first (reads every index,
+    so a bad matrix is a ValueError, not an illegal address that ends the
+    CUDA context; check=False for a matrix already checked). Returns out."""
     import cupy as cp
 
     for name, a, dtype in (("indptr", indptr, np.int32), ("indices", indices, np.int32),
@@ -294,11 +333,11 @@ def spmv_cupy(indptr, indices, data, x, out=None, *, kernel="merge", lanes=None,
             raise TypeError(f"{name} must have dtype {np.dtype(dtype).name}, got {a.dtype}")
         if a.ndim != 1 or not a.flags.c_contiguous:
             raise ValueError(f"{name} must be a contiguous 1-D array, got shape {a.shape}")
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    if kernel not in KERNELS + ("auto",):
+        raise ValueError(f"kernel must be 'auto' or one of {KERNELS}, got {kernel!r}")
     if lanes is not None and kernel != "subwarp":
         raise ValueError(f"lanes applies to kernel 'subwarp' only, not {kernel!r}")
-    if vec and kernel not in ("subwarp", "merge"):
+    if vec is not None and kernel not in ("subwarp", "merge"):
         raise ValueError(f"vec applies to kernels 'subwarp' and 'merge' only, not {kernel!r}")
     if indptr.size < 1:
         raise ValueError("indptr must have n_rows + 1 >= 1 entries, got 0")
@@ -320,9 +359,12 @@ def spmv_cupy(indptr, indices, data, x, out=None, *, kernel="merge", lanes=None,
     aligned = data.data.ptr % 16 == 0 and indices.data.ptr % 16 == 0
     if vec and not aligned:
         raise ValueError("vec=True needs data and indices on 16-byte boundaries (128-bit loads)")
-    vec = (aligned and kernel == "subwarp") if vec is None else vec
     if n_rows == 0:
         return out
+    if kernel == "auto":  # lanes and vec were refused above for it
+        chosen = auto_options(row_stats(indptr), aligned)
+        kernel, lanes, vec = chosen["kernel"], chosen.get("lanes"), chosen["vec"]
+    vec = (aligned and kernel == "subwarp") if vec is None else vec
     module = load_cuda("spmv.cu")
     args = (indptr, indices, data, x, out, np.int32(n_rows))
     if kernel != "merge":
@@ -610,12 +652,13 @@ def time_spmv(family, n, mean_row=16.0):
         raise AssertionError(f"cuSPARSE on {family.__name__}: relative error {err:.1e}")
     times = {"cusparse": time_ms(lambda: A @ x)}
     out = cp.empty(n, dtype=cp.float32)
-    for kernel in KERNELS:
+    for kernel in KERNELS + ("auto",):
         out.fill(cp.nan)  # poison: an unwritten row stays NaN
         err = rel_err(cp.asnumpy(spmv_cupy(indptr, indices, data, x, out, kernel=kernel)), want)
         if not err < tolerance(host[0]):
             raise AssertionError(f"{kernel} on {family.__name__}: relative error {err:.1e}")
-        times[kernel] = time_ms(lambda: spmv_cupy(indptr, indices, data, x, out, kernel=kernel))
+        # checked above: the timed calls skip check_csr (a pass over the whole matrix)
+        times[kernel] = time_ms(lambda: spmv_cupy(indptr, indices, data, x, out, kernel=kernel, check=False))
     print(f"{family.__name__}: {n} rows, {nnz} nonzeros, longest row {int(np.diff(host[0]).max())}")
     for kernel, ms in times.items():
         print(f"  {kernel:9s} {ms:8.3f} ms  {moved / ms / 1e6:7.0f} GB/s  {times['cusparse'] / ms:5.2f} x cuSPARSE")
@@ -643,7 +686,7 @@ def main(argv=None):
     if not has_gpu():
         print("cupy: skipped (needs a CUDA GPU)")
         return
-    for kernel in KERNELS:
+    for kernel in KERNELS + ("auto",):
         for vec in ((False, True) if kernel in ("subwarp", "merge") else (None,)):
             err = check_spmv(kernel, **({} if vec is None else {"vec": vec}))
             print(f"cupy {kernel}{' vec' if vec else ''}: max relative error {err:.1e}")

@@ -17,9 +17,11 @@ of a row's terms, so every kernel here accepts such matrices as they are.
   lengths, random columns) and power-law (Zipf row lengths: a few rows hold
   a large share of the nonzeros). Vectorized: 50 M nonzeros in seconds.
 - spmv (CuPy, CUDA C): kernel "scalar", "vector", "subwarp" (lanes per row),
-  "merge" (items per thread); "auto" is the merge path, which holds up on
-  every row-length distribution. spmv_plan checks and allocates once and
-  returns the bare launch, for timing and for loops that reuse one matrix.
+  "merge" (items per thread); "auto" picks the sub-warp kernel or the merge
+  path from the row lengths (row_stats, auto_options). spmv checks the CSR
+  structure by default; spmv_plan checks the arguments (not the matrix,
+  unless asked) and allocates once and returns the bare launch, for timing
+  and for loops that reuse one matrix.
 - spmv_cusparse: the same product through cupyx.scipy.sparse (cuSPARSE).
 - spmv_numba: the scalar and vector steps in Numba (the vector one reduces in
   shared memory, so it runs in Numba's CUDA simulator, which has no shuffles).
@@ -214,6 +216,55 @@ def default_lanes(mean_row: float, vec: bool = True) -> int:
     return int(min(32, max(2, 2 ** round(math.log2(mean_row / per_lane)))))
 
 
+# --8<-- [start:spmv_auto]
+# kernel="auto": a cost model of the two kernels that can win, its constants from the H200's records of
+# topics spmv and spmv_auto (claims() in kernels/bench/spmv_auto.py checks them against each new run)
+STEP_NS = {False: 270.0, True: 750.0}  # one sub-warp step along a row, 4-byte / 128-bit loads
+STREAM_GBPS = 3000.0  # the CSR bytes streamed by the sub-warp kernel on rows of even length (banded)
+TAIL_SHARE = 0.75  # merge path once the longest row alone would take this share of the streaming time
+EVEN_ROWS = 0.1  # 128-bit loads when the row lengths' spread (std / mean) is below this
+AUTO_ITEMS = 12  # the merge path's tile: 12 items a thread led on the power-law matrices (H200)
+VEC_MAX_LANES = 16  # with 128-bit loads: 16 lanes beat 32 on rows of 160 and 500 nonzeros (H200)
+
+
+def row_stats(indptr) -> dict:
+    """Row-length statistics of a CSR matrix on the GPU (a few passes over
+    n_rows ints, one transfer of three numbers): n_rows, nnz, mean_row,
+    max_row and spread (standard deviation / mean)."""
+    import cupy as cp
+
+    n_rows = indptr.size - 1
+    lengths = cp.diff(indptr).astype(cp.float64)
+    nnz, max_row, sq = (float(v) for v in cp.stack([lengths.sum(), lengths.max(), (lengths * lengths).sum()]).get())
+    mean = nnz / n_rows
+    spread = math.sqrt(max(sq / n_rows - mean * mean, 0.0)) / mean if mean > 0 else 0.0
+    return {"n_rows": n_rows, "nnz": int(nnz), "mean_row": mean, "max_row": int(max_row), "spread": spread}
+
+
+def auto_estimates(stats: dict, aligned: bool = True) -> dict:
+    """The sub-warp kernel auto weighs (lanes from the mean row length, at
+    most VEC_MAX_LANES with 128-bit loads, which it takes on rows of even
+    length) and the rule's two estimates for it: tail_ns, one sub-warp
+    walking the longest row, and stream_ns, the whole matrix streamed."""
+    vec = aligned and stats["spread"] < EVEN_ROWS
+    lanes = min(default_lanes(stats["mean_row"], vec), VEC_MAX_LANES if vec else 32)
+    tail_ns = math.ceil(stats["max_row"] / (lanes * (4 if vec else 2))) * STEP_NS[vec]
+    stream_ns = csr_bytes(stats["n_rows"], stats["n_rows"], stats["nnz"]) / STREAM_GBPS
+    return {"lanes": lanes, "vec": vec, "tail_ns": tail_ns, "stream_ns": stream_ns}
+
+
+def auto_options(stats: dict, aligned: bool = True) -> dict:
+    """The spmv_plan options kernel="auto" runs, from row_stats: the sub-warp
+    kernel of auto_estimates unless its longest row would take longer than
+    TAIL_SHARE of the streaming time; then the merge path, whose time does
+    not depend on the row lengths."""
+    e = auto_estimates(stats, aligned)
+    if e["tail_ns"] > TAIL_SHARE * e["stream_ns"]:
+        return {"kernel": "merge", "items": AUTO_ITEMS, "vec": False}
+    return {"kernel": "subwarp", "lanes": e["lanes"], "vec": e["vec"]}
+# --8<-- [end:spmv_auto]
+
+
 def cuda_kernel(name: str):
     """The compiled CUDA C kernel `name` of spmv.cu (compiled once per process)."""
     return cupy_module(CUDA_SOURCE.name).get_function(name)
@@ -229,11 +280,16 @@ def spmv_plan(indptr, indices, data, x, out=None, *, kernel: str = "auto", lanes
 
     kernel: "scalar", "vector", "subwarp" (lanes per row: one of LANES,
     default from the mean row length), "merge" (items per thread: one of
-    MERGE_ITEMS, default DEFAULT_ITEMS) or "auto" (= "merge"). vec: read data
-    and indices 128 bits at a time (subwarp, merge); None = subwarp: where
-    both start on 16-byte boundaries, merge: no (its 4-byte loads are the
-    faster on the skewed and random matrices, H200). check: validate the CSR
-    structure first (check_csr; reads every index, synchronizes)."""
+    MERGE_ITEMS, default DEFAULT_ITEMS) or "auto": row_stats on the GPU (one
+    sync), then auto_options' pick of kernel, lanes or items and vec. vec:
+    read data and indices 128 bits at a time (subwarp, merge); None =
+    subwarp: where both start on 16-byte boundaries, merge: no (its 4-byte
+    loads are the faster on the skewed and random matrices, H200). check:
+    validate the CSR structure first (check_csr; reads every index,
+    synchronizes). spmv_plan does not check by default: a plan is made once
+    and launched many times, and a loop that reuses one matrix should not
+    pay a full pass over it per product; an out-of-range column index in an
+    unchecked matrix is an illegal address, which ends the CUDA context."""
     import cupy as cp
 
     for (name, dtype), a in zip(ARRAYS, (indptr, indices, data, x)):
@@ -245,9 +301,7 @@ def spmv_plan(indptr, indices, data, x, out=None, *, kernel: str = "auto", lanes
         raise ValueError(f"data must have one value per column index: {nnz} (indices.size), got {data.size}")
     if n_rows + nnz > MAX_ITEMS:
         raise ValueError(f"n_rows + nnz must be at most {MAX_ITEMS} (32-bit merge coordinates), got {n_rows + nnz}")
-    if kernel == "auto":
-        kernel = "merge"
-    if kernel not in KERNELS:
+    if kernel not in KERNELS + ("auto",):
         raise ValueError(f"kernel must be 'auto' or one of {KERNELS}, got {kernel!r}")
     if lanes is not None and kernel != "subwarp":
         raise ValueError(f"lanes applies to kernel='subwarp' only, not {kernel!r}")
@@ -259,9 +313,16 @@ def spmv_plan(indptr, indices, data, x, out=None, *, kernel: str = "auto", lanes
     if vec and not aligned:
         raise ValueError(f"vec=True needs data and indices on 16-byte boundaries (128-bit loads), got addresses "
                          f"{data.data.ptr:#x} and {indices.data.ptr:#x}")
-    vec = (aligned and kernel == "subwarp") if vec is None else bool(vec)
     if check:
         check_csr(indptr, indices, data, (n_rows, x.size))
+    if kernel == "auto":
+        if n_rows:  # lanes, items and vec were refused above, the matrix checked if asked: auto picks them
+            chosen = auto_options(row_stats(indptr), aligned)
+            kernel, vec = chosen["kernel"], chosen["vec"]
+            lanes, items = chosen.get("lanes"), chosen.get("items")
+        else:
+            kernel = "merge"
+    vec = (aligned and kernel == "subwarp") if vec is None else bool(vec)
     if out is None:
         out = cp.empty(n_rows, dtype=cp.float32)
     else:
@@ -299,8 +360,12 @@ def spmv_plan(indptr, indices, data, x, out=None, *, kernel: str = "auto", lanes
 
 
 def spmv(indptr, indices, data, x, out=None, *, kernel: str = "auto", lanes: int | None = None,
-         items: int | None = None, vec: bool | None = None, check: bool = False):
-    """out = A x (CuPy arrays, CSR as in spmv_plan, which documents the options)."""
+         items: int | None = None, vec: bool | None = None, check: bool = True):
+    """out = A x (CuPy arrays, CSR as in spmv_plan, which documents the options).
+    One product, so it checks the matrix first by default (check_csr: a bad
+    matrix is a ValueError naming the array, not a dead CUDA context); pass
+    check=False for a matrix already checked, or make a plan once with
+    spmv_plan (which does not check unless asked) and reuse it."""
     launch, out = spmv_plan(indptr, indices, data, x, out, kernel=kernel, lanes=lanes, items=items, vec=vec,
                             check=check)
     launch()

@@ -643,6 +643,37 @@ def test_crossover_is_interpolated_where_csr_stops_winning():
     assert C.crossover([r for r in rows if r["density"] < 0.05], "cusparse", "cuSPARSE", "ms") is None
 
 
+def _host_stats(indptr):
+    """row_stats' numbers from the host arrays, to test the rule without a GPU."""
+    lengths = np.diff(indptr).astype(np.float64)
+    return {"n_rows": lengths.size, "nnz": int(lengths.sum()), "mean_row": lengths.mean(),
+            "max_row": int(lengths.max()), "spread": lengths.std() / lengths.mean()}
+
+
+def test_auto_picks_by_row_lengths():
+    """The rule on the chapter's three families (at 1/10 of their size) and a
+    long-row sweep: even rows get the 128-bit sub-warp kernel, Poisson rows
+    the 4-byte one, Zipf rows the merge path; one row growing past the tail
+    the rule allows switches it to the merge path, and longer rows keep it."""
+    banded = S.auto_options(_host_stats(S.banded(65_000, 8)[0]))
+    assert banded == {"kernel": "subwarp", "lanes": 4, "vec": True}
+    uniform = S.auto_options(_host_stats(S.uniform_random(70_000, 16.0)[0]))
+    assert uniform == {"kernel": "subwarp", "lanes": 8, "vec": False}
+    assert S.auto_options(_host_stats(S.uniform_random(70_000, 16.0)[0]), aligned=False)["vec"] is False
+    assert S.auto_options(_host_stats(S.banded(65_000, 8)[0]), aligned=False) == {
+        "kernel": "subwarp", "lanes": 8, "vec": False}
+    assert S.auto_options(_host_stats(S.power_law(70_000, 16.0)[0]))["kernel"] == "merge"
+    base = np.random.default_rng(1).poisson(16.0, 700_000)
+    picks = []
+    for longest in 2 ** np.arange(6, 21):
+        lengths = base.copy()
+        lengths[-1] = longest
+        indptr = np.concatenate([[0], np.cumsum(lengths)])
+        picks.append(S.auto_options(_host_stats(indptr))["kernel"])
+    switch = picks.index("merge")
+    assert 0 < switch and set(picks[switch:]) == {"merge"} and set(picks[:switch]) == {"subwarp"}, picks
+
+
 # --- GPU ----------------------------------------------------------------------------
 
 ALL_RUNS = ([{"kernel": "scalar"}, {"kernel": "vector"}, {"kernel": "auto"}]
@@ -728,6 +759,44 @@ def test_a_plan_runs_again_and_check_true_validates():
     bad[17] = 3_001
     with pytest.raises(ValueError, match=r"indices must lie in \[0, n_cols = 3001\), got indices\[17\] = 3001"):
         S.spmv(d[0], bad, d[2], d[3], check=True)
+
+
+@gpu
+def test_row_stats_on_the_gpu_match_numpy():
+    import cupy as cp
+
+    for name, A, _ in small_cases() + [("power_law", S.power_law(20_011, 16.0, seed=2), 20_011)]:
+        if A[0].size < 2:
+            continue
+        got, want = S.row_stats(cp.asarray(A[0])), _host_stats(A[0]) if A[1].size else None
+        assert got["n_rows"] == A[0].size - 1 and got["nnz"] == A[1].size, name
+        if want is not None:
+            assert got["max_row"] == want["max_row"], name
+            assert got["mean_row"] == pytest.approx(want["mean_row"]) and got["spread"] == pytest.approx(
+                want["spread"]), name
+
+
+@gpu
+def test_one_shot_spmv_checks_the_matrix_and_the_context_lives_on():
+    """spmv() checks by default: a column index past the matrix is a
+    ValueError naming indices, and the next product in the process works
+    (unchecked, that index would be an illegal address, fatal to the
+    context)."""
+    import cupy as cp
+
+    A = S.power_law(4_001, 9.0, seed=12)
+    d, want = _gpu_case(A, 4_001)
+    bad = d[1].copy()
+    bad[-1] = 4_001
+    for kernel in ("auto", "merge", "subwarp"):
+        with pytest.raises(ValueError, match=r"indices must lie in \[0, n_cols = 4001\)"):
+            S.spmv(d[0], bad, d[2], d[3], kernel=kernel)
+    falls = d[0].copy()
+    falls[5] = falls[4] - 1
+    with pytest.raises(ValueError, match="indptr must not decrease"):
+        S.spmv(falls, d[1], d[2], d[3])
+    assert rel(cp.asnumpy(S.spmv(*d)), want) < tol(A[0])
+    cp.cuda.Device().synchronize()
 
 
 @gpu

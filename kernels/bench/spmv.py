@@ -42,7 +42,8 @@ SEED = 15
 # The ladder's steps as spmv() options; "subwarp" and "merge" read 4 bytes at a time, the "_v4" steps 16
 STEPS = {"scalar": {"kernel": "scalar"}, "vector": {"kernel": "vector"},
          "subwarp": {"kernel": "subwarp", "vec": False}, "subwarp_v4": {"kernel": "subwarp", "vec": True},
-         "merge": {"kernel": "merge", "vec": False}, "merge_v4": {"kernel": "merge", "vec": True}}
+         "merge": {"kernel": "merge", "vec": False}, "merge_v4": {"kernel": "merge", "vec": True},
+         "auto": {"kernel": "auto"}}
 NUMBA_STEPS = ("scalar", "vector")
 LABELS = {
     "family": ("矩阵", "matrix"),
@@ -58,9 +59,11 @@ LABELS = {
     "lanes": ("每行 lane 数", "lanes per row"),
     "items": ("每线程条目数", "items per thread"),
     "vec": ("128 位读取", "128-bit loads"),
+    "picked": ("auto 选中的核函数", "auto's kernel"),
 }
 WORDS = {"family": {"banded": ("带状", "banded"), "uniform": ("均匀随机", "uniform random"),
-                    "power_law": ("幂律", "power-law")}}
+                    "power_law": ("幂律", "power-law")},
+         "picked": {"subwarp": ("子 warp", "sub-warp"), "merge": ("merge path", "merge path")}}
 
 
 def make_matrix(family: str, n: int):
@@ -135,12 +138,16 @@ def measure_matrix(family: str, n: int, min_seconds: float = 2.0) -> list[dict]:
     for step, opts in STEPS.items():
         launch, _ = S.spmv_plan(d_ip, d_ix, d_dv, x, out, **opts)
         extra = {}
+        if opts["kernel"] == "auto":  # what it picked, spelled out as the other steps' options
+            aligned = d_dv.data.ptr % 16 == 0 and d_ix.data.ptr % 16 == 0
+            opts = S.auto_options(S.row_stats(d_ip), aligned)
+            extra = {"picked": opts["kernel"]}
         if opts["kernel"] == "subwarp":
-            extra = {"lanes": S.default_lanes(nnz / n, opts["vec"]), "vec": opts["vec"]}
+            extra.update(lanes=opts.get("lanes", S.default_lanes(nnz / n, opts["vec"])), vec=opts["vec"])
             name = f"spmv_subwarp{'_v4' if opts['vec'] else ''}_l{extra['lanes']}"
         elif opts["kernel"] == "merge":
-            extra = {"items": S.DEFAULT_ITEMS, "vec": opts["vec"]}
-            name = f"spmv_merge{'_v4' if opts['vec'] else ''}_i{S.DEFAULT_ITEMS}"
+            extra.update(items=opts.get("items", S.DEFAULT_ITEMS), vec=opts["vec"])
+            name = f"spmv_merge{'_v4' if opts['vec'] else ''}_i{extra['items']}"
         else:
             name = f"spmv_{step}"
         extra.update(kernel_attributes(S.cuda_kernel(name), S.THREADS))
@@ -184,7 +191,7 @@ PLOT_WORDS = {
 }
 FAMILY_WORDS = {"banded": "banded", "uniform": "uniform", "power_law": "power-law"}
 BAR_ORDER = (("cupy", "scalar"), ("cupy", "vector"), ("cupy", "subwarp"), ("cupy", "subwarp_v4"), ("cupy", "merge"),
-             ("cupy", "merge_v4"),
+             ("cupy", "merge_v4"), ("cupy", "auto"),
              ("numba", "scalar_numba"), ("numba", "vector_numba"), ("cusparse", "cuSPARSE"))
 
 
