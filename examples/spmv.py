@@ -11,7 +11,8 @@
 # (scalar), one warp per row (vector), L lanes per row (subwarp), and the
 # merge path, which gives every thread the same number of row ends and
 # nonzeros whatever the row lengths (plus a fix-up kernel for rows cut
-# between tiles); the first two steps again in Numba. Each kernel is checked
+# between tiles); kernel="auto" picks from the row lengths; the first two
+# steps again in Numba. Each kernel is checked
 # against a float64 reference on the edge cases (empty rows, one row, all
 # nonzeros in one row, unsorted columns, no nonzeros, no rows) with its
 # output poisoned with NaN; the script exits non-zero on a wrong answer. On
@@ -89,9 +90,11 @@ import numpy as np  # noqa: E402
 # %% [markdown]
 # ## The CSR structure, checked once
 #
-# The launch wrappers check only what costs nothing (types, dtypes, sizes):
-# reading every index on every call would cost as much as the product.
-# `check_csr` reads them all, once, and names the array at fault.
+# `check_csr` reads every index once and names the array at fault. The
+# one-shot wrapper below runs it first by default: a bad index would
+# otherwise be an illegal address, which ends the CUDA context. A loop that
+# multiplies one checked matrix many times passes check=False: reading every
+# index on every call costs as much as the product.
 
 # %%
 # --8<-- [start:csr_check]
@@ -259,6 +262,7 @@ def tolerance(indptr):
 
 # %%
 # --8<-- [start:spmv_cupy]
+# --8<-- [start:spmv_auto]
 import math
 
 import numpy as np
@@ -280,6 +284,8 @@ def default_lanes(mean_row: float, vec: bool) -> int:
 STEP_NS = {False: 270.0, True: 750.0}  # one sub-warp step along a row, 4-byte / 128-bit loads
 STREAM_GBPS = 3000.0  # CSR bytes streamed by the sub-warp kernel on rows of even length
 TAIL_SHARE = 0.75  # merge path once the longest row alone would take this share of the streaming time
+WIDEN_SHARE = 0.2  # twice the lanes once it would take this share
+LAUNCH_NS = 5000.0  # added to the streaming time: the shortest products measured took about 7.5 us
 EVEN_ROWS = 0.1  # 128-bit loads when the row lengths' spread (std / mean) is below this
 VEC_MAX_LANES = 16  # with 128-bit loads: 16 lanes beat 32 on rows of 160 and 500 nonzeros (H200)
 
@@ -288,7 +294,10 @@ def row_stats(indptr):
     """n_rows, nnz, mean_row, max_row and spread (std / mean) of the row
     lengths, from indptr alone (NumPy or CuPy: on the GPU, a few passes over
     n_rows ints and one transfer of three numbers)."""
-    xp = np if isinstance(indptr, np.ndarray) else __import__("cupy")
+    if isinstance(indptr, np.ndarray):
+        xp = np
+    else:
+        import cupy as xp
     n_rows = indptr.size - 1
     lengths = xp.diff(indptr).astype(xp.float64)
     sums = xp.stack([lengths.sum(), lengths.max(), (lengths * lengths).sum()])
@@ -303,14 +312,23 @@ def auto_options(stats, aligned=True):
     length, 128-bit loads on rows of even length) unless its longest row,
     walked by one sub-warp, would take longer than TAIL_SHARE of the time the
     whole matrix takes to stream; then the merge path, whose time does not
-    depend on the row lengths."""
+    depend on the row lengths. Between WIDEN_SHARE and TAIL_SHARE, twice the
+    lanes walk the long row."""
     vec = aligned and stats["spread"] < EVEN_ROWS
-    lanes = min(default_lanes(stats["mean_row"], vec), VEC_MAX_LANES if vec else 32)
-    tail_ns = math.ceil(stats["max_row"] / (lanes * (4 if vec else 2))) * STEP_NS[vec]
+    most = VEC_MAX_LANES if vec else 32
+    lanes = min(default_lanes(stats["mean_row"], vec), most)
     stream_bytes = 8 * stats["nnz"] + 4 * (stats["n_rows"] + 1) + 8 * stats["n_rows"]  # square A: x, out
-    if tail_ns > TAIL_SHARE * stream_bytes / STREAM_GBPS:
+    stream_ns = stream_bytes / STREAM_GBPS + LAUNCH_NS
+
+    def tail_ns(lanes):
+        return math.ceil(stats["max_row"] / (lanes * (4 if vec else 2))) * STEP_NS[vec]
+
+    if tail_ns(lanes) > WIDEN_SHARE * stream_ns:
+        lanes = min(2 * lanes, most)
+    if tail_ns(lanes) > TAIL_SHARE * stream_ns:
         return {"kernel": "merge", "vec": False}
     return {"kernel": "subwarp", "lanes": lanes, "vec": vec}
+# --8<-- [end:spmv_auto]
 
 
 def spmv_cupy(indptr, indices, data, x, out=None, *, kernel="auto", lanes=None, vec=None, check=True):

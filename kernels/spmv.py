@@ -222,6 +222,8 @@ def default_lanes(mean_row: float, vec: bool = True) -> int:
 STEP_NS = {False: 270.0, True: 750.0}  # one sub-warp step along a row, 4-byte / 128-bit loads
 STREAM_GBPS = 3000.0  # the CSR bytes streamed by the sub-warp kernel on rows of even length (banded)
 TAIL_SHARE = 0.75  # merge path once the longest row alone would take this share of the streaming time
+WIDEN_SHARE = 0.2  # twice the lanes once it would take this share
+LAUNCH_NS = 5000.0  # added to the streaming time: the shortest products measured took about 7.5 us
 EVEN_ROWS = 0.1  # 128-bit loads when the row lengths' spread (std / mean) is below this
 AUTO_ITEMS = 12  # the merge path's tile: 12 items a thread led on the power-law matrices (H200)
 VEC_MAX_LANES = 16  # with 128-bit loads: 16 lanes beat 32 on rows of 160 and 500 nonzeros (H200)
@@ -242,15 +244,23 @@ def row_stats(indptr) -> dict:
 
 
 def auto_estimates(stats: dict, aligned: bool = True) -> dict:
-    """The sub-warp kernel auto weighs (lanes from the mean row length, at
-    most VEC_MAX_LANES with 128-bit loads, which it takes on rows of even
-    length) and the rule's two estimates for it: tail_ns, one sub-warp
-    walking the longest row, and stream_ns, the whole matrix streamed."""
+    """The sub-warp kernel auto weighs and the rule's two estimates for it:
+    tail_ns, one sub-warp walking the longest row, and stream_ns, the whole
+    matrix streamed (plus a launch's worth). Lanes from the mean row length
+    (at most VEC_MAX_LANES with 128-bit loads, which it takes on rows of even
+    length), doubled when the longest row's walk would be over WIDEN_SHARE
+    of the streaming time."""
     vec = aligned and stats["spread"] < EVEN_ROWS
-    lanes = min(default_lanes(stats["mean_row"], vec), VEC_MAX_LANES if vec else 32)
-    tail_ns = math.ceil(stats["max_row"] / (lanes * (4 if vec else 2))) * STEP_NS[vec]
-    stream_ns = csr_bytes(stats["n_rows"], stats["n_rows"], stats["nnz"]) / STREAM_GBPS
-    return {"lanes": lanes, "vec": vec, "tail_ns": tail_ns, "stream_ns": stream_ns}
+    most = VEC_MAX_LANES if vec else 32
+    lanes = min(default_lanes(stats["mean_row"], vec), most)
+    stream_ns = csr_bytes(stats["n_rows"], stats["n_rows"], stats["nnz"]) / STREAM_GBPS + LAUNCH_NS
+
+    def tail(lanes):
+        return math.ceil(stats["max_row"] / (lanes * (4 if vec else 2))) * STEP_NS[vec]
+
+    if tail(lanes) > WIDEN_SHARE * stream_ns:
+        lanes = min(2 * lanes, most)
+    return {"lanes": lanes, "vec": vec, "tail_ns": tail(lanes), "stream_ns": stream_ns}
 
 
 def auto_options(stats: dict, aligned: bool = True) -> dict:
@@ -349,7 +359,8 @@ def spmv_plan(indptr, indices, data, x, out=None, *, kernel: str = "auto", lanes
         raise ValueError(f"items must be one of {MERGE_ITEMS}, got {items!r}")
     tiles = -(-(n_rows + nnz) // (THREADS * items))
     carry = cp.empty(2 * tiles, dtype=cp.int32)  # int2 per tile: (row or -1, partial sum's bits)
-    main, fixup = cuda_kernel(f"spmv_merge{'_v4' if vec else ''}_i{items}"), cuda_kernel("spmv_merge_fixup")
+    v4 = "_v4" if vec else ""
+    main, fixup = cuda_kernel(f"spmv_merge{v4}_i{items}"), cuda_kernel("spmv_merge_fixup")
     main_args = args + (np.int32(nnz), carry)
     fix_args = (carry, out, np.int32(tiles))
 
