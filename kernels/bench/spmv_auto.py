@@ -184,8 +184,8 @@ def measure_matrix(family: str, A, max_seconds: float = 0.5) -> list[dict]:
 # The plot's words in Chinese (kernels/bench/plotting.py: whole phrases, longest first).
 PLOT_WORDS = {
     "kernel=\"auto\" on one long row": "kernel=\"auto\" 遇到一条长行",
-    "700 000 rows of about 16 nonzeros, the last row": "70 万行、每行约 16 个非零元，最后一行",
-    "nonzeros in the last row": "最后一行的非零元数",
+    "nonzeros in the long row (700 000 rows, the others about 16 nonzeros each)":
+        "长行的非零元数（共 70 万行，其余每行约 16 个非零元）",
     "time (ms)": "时间 (ms)",
     "fastest sub-warp configuration, long row first": "最快的子 warp 配置（长行在首行）",
     "fastest sub-warp configuration": "最快的子 warp 配置",
@@ -246,7 +246,7 @@ def plot(data: dict, out_dir: Path) -> list[Path]:
         ax.axvline(switch, color="k", lw=0.8, alpha=0.5, label="the rule's switch")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("nonzeros in the last row (700 000 rows of about 16 nonzeros, the last row)", fontsize=8)
+    ax.set_xlabel("nonzeros in the long row (700 000 rows, the others about 16 nonzeros each)", fontsize=8)
     ax.set_ylabel("time (ms)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
