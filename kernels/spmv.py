@@ -216,7 +216,6 @@ def default_lanes(mean_row: float, vec: bool = True) -> int:
     return int(min(32, max(2, 2 ** round(math.log2(mean_row / per_lane)))))
 
 
-# --8<-- [start:spmv_auto]
 # kernel="auto": a cost model of the two kernels that can win, its constants from the H200's records of
 # topics spmv and spmv_auto (claims() in kernels/bench/spmv_auto.py checks them against each new run)
 STEP_NS = {False: 270.0, True: 750.0}  # one sub-warp step along a row, 4-byte / 128-bit loads
@@ -272,7 +271,6 @@ def auto_options(stats: dict, aligned: bool = True) -> dict:
     if e["tail_ns"] > TAIL_SHARE * e["stream_ns"]:
         return {"kernel": "merge", "items": AUTO_ITEMS, "vec": False}
     return {"kernel": "subwarp", "lanes": e["lanes"], "vec": e["vec"]}
-# --8<-- [end:spmv_auto]
 
 
 def cuda_kernel(name: str):

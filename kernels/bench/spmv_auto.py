@@ -189,7 +189,7 @@ PLOT_WORDS = {
     "time (ms)": "时间 (ms)",
     "fastest sub-warp configuration, long row first": "最快的子 warp 配置（长行在首行）",
     "fastest sub-warp configuration": "最快的子 warp 配置",
-    "fastest merge-path configuration": "最快的 merge path 配置",
+    "fastest merge-path configuration": "最快的归并路径配置",
     "the rule's switch": "规则的切换点",
     "auto": "auto",
 }
