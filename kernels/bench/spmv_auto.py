@@ -11,7 +11,7 @@ int32 indices):
   and 50 M nonzeros);
 - a long-row sweep: the smaller uniform random matrix (700 000 rows, Poisson
   row lengths of mean 16) with its last row replaced by one of LONG_ROWS
-  nonzeros, from a row like the others to one over 100 times past where
+  nonzeros, from a row like the others to one about 80 times past where
   the rule switches. The last row is the worst place for a sub-warp kernel:
   its block starts last, so nothing else hides its walk; the same rows put
   first (family long_row_first) show how much the rest of the matrix hides.
