@@ -1,12 +1,12 @@
-"""Topic tc_hopper_gemm: launch wrappers for kernels/cuda/hopper_gemm.cu, a
-warp-specialized FP16 GEMM for Hopper (TMA, mbarriers, wgmma, setmaxnreg),
-its twin without specialization, and cuBLAS's GEMM of the same layout."""
+"""Topics tc_hopper_gemm and tc_hopper_shapes: launch wrappers for
+kernels/cuda/hopper_gemm.cu, a warp-specialized FP16 / BF16 GEMM for Hopper
+(TMA, mbarriers, wgmma, setmaxnreg), its twin without specialization, the
+planner that picks a kernel and a split of K for a shape (kernel="auto"),
+and cuBLAS's GEMM of the same layout."""
 
 from __future__ import annotations
 
 import ctypes
-import functools
-import math
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +16,11 @@ from .device import CudaBuild, device_info
 
 CUDA_SOURCE = Path(__file__).with_name("cuda") / "hopper_gemm.cu"
 
-# --8<-- [start:hg_launch]
+# --8<-- [start:hg_plan]
+import dataclasses  # noqa: E402
+import functools  # noqa: E402
+import math  # noqa: E402
+
 BM, BK = 128, 64
 # kernel name -> (BN, stages, threads, persistent, cluster)
 KERNELS = {
@@ -29,6 +33,75 @@ KERNELS = {
     "hg_ws_cluster_256": (256, 4, 384, False, 2),
     "hg_ws_cluster_persistent_256": (256, 4, 384, True, 2),
 }
+
+# What the planner weighs: the warp-specialized kernels, K unsplit or cut
+# into SPLITS slices of at least MIN_K_TILES k tiles (BK = 64 each).
+AUTO_KERNELS = ("hg_ws_128", "hg_ws_256", "hg_ws_persistent_128", "hg_ws_persistent_256",
+                "hg_ws_cluster_256", "hg_ws_cluster_persistent_256")
+SPLITS = (1, 2, 3, 4, 6, 8)
+MAX_SPLITS = 16
+MIN_K_TILES = 4
+
+# The planner's model, microseconds: a block spends KTILE_US on each k tile
+# when every SM is busy, and TILE_US more on each tile (filling the ring,
+# storing C); a split adds SPLIT_US and its traffic (every slice written
+# once and read once). Fitted (least squares in log time) to the tuning
+# records of topic tc_hopper_shapes on the H200: `python -m
+# kernels.bench.tc_hopper_shapes --fit` prints them; its claims check that
+# with these values the planner's pick is within 10 % of the fastest
+# candidate measured, at every shape.
+KTILE_US = {"hg_ws_128": 0.45, "hg_ws_256": 0.85, "hg_ws_persistent_128": 0.45, "hg_ws_persistent_256": 0.85,
+            "hg_ws_cluster_256": 0.85, "hg_ws_cluster_persistent_256": 0.85}
+TILE_US = {"hg_ws_128": 2.0, "hg_ws_256": 3.0, "hg_ws_persistent_128": 1.0, "hg_ws_persistent_256": 1.5,
+           "hg_ws_cluster_256": 3.0, "hg_ws_cluster_persistent_256": 1.5}
+SPLIT_US = 5.0
+SPLIT_GBPS = 3000.0
+
+
+@dataclasses.dataclass(frozen=True)
+class HgPlan:
+    kernel: str   # a key of KERNELS
+    splits: int   # slices of K (1: no split, no workspace)
+    k_per: int    # k tiles in each slice (the last may have fewer, never none)
+
+
+def make_plan(K: int, kernel: str, splits: int) -> HgPlan:
+    """kernel with K cut into at most `splits` slices, none empty."""
+    k_all = max(1, math.ceil(K / BK))
+    k_per = math.ceil(k_all / splits)
+    return HgPlan(kernel, math.ceil(k_all / k_per), k_per)
+
+
+def plan_cost(M: int, N: int, K: int, p: HgPlan, sms: int) -> float:
+    """Modelled microseconds: the busiest SM's rounds of tiles, each its k
+    tiles and a tile's fixed cost, and the split's sum."""
+    bn, _, _, persistent, cluster = KERNELS[p.kernel]
+    tiles = math.ceil(M / (BM * cluster)) * math.ceil(N / bn)  # one per cluster
+    if persistent:  # each slice gets sms / splits SMs; a block walks its share of the tiles
+        rounds = math.ceil(tiles / min(tiles, max(1, sms // (cluster * p.splits))))
+    else:           # the blocks of every slice, sms at a time
+        rounds = math.ceil(tiles * cluster * p.splits / (sms // cluster * cluster))
+    t = rounds * (p.k_per * KTILE_US[p.kernel] + TILE_US[p.kernel])
+    if p.splits > 1:
+        t += SPLIT_US + 2 * p.splits * M * N * 4 / (SPLIT_GBPS * 1e3)
+    return t
+
+
+def candidate_plans(K: int) -> list[HgPlan]:
+    """Every plan the planner weighs (distinct, in a fixed order)."""
+    k_all = max(1, math.ceil(K / BK))
+    plans = {make_plan(K, k, s) for k in AUTO_KERNELS for s in SPLITS if s == 1 or k_all // s >= MIN_K_TILES}
+    return sorted(plans, key=lambda p: (AUTO_KERNELS.index(p.kernel), p.splits))
+
+
+@functools.lru_cache(maxsize=256)
+def hopper_gemm_plan(M: int, N: int, K: int, sms: int = 132) -> HgPlan:
+    """The kernel and split of K with the lowest plan_cost, remembered per shape."""
+    return min(candidate_plans(K), key=lambda p: plan_cost(M, N, K, p, sms))
+# --8<-- [end:hg_plan]
+
+
+# --8<-- [start:hg_launch]
 TMAP = np.dtype([("v", "<u8", (16,))])  # a CUtensorMap: 128 opaque bytes, passed by value
 
 
@@ -72,36 +145,58 @@ def _tensor_map_f16(ptr: int, rows: int, cols: int, row_bytes: int, box_rows: in
     return np.frombuffer(ctypes.string_at(tmap.getPtr(), 128), dtype=TMAP)[0]
 
 
+# The formats: the dtype A and Bt arrive in, and the define that compiles
+# hopper_gemm.cu for it. CuPy has no bfloat16: BF16 travels as its bit
+# patterns in uint16 (kernels.gemm_formats.to_bf16 makes them).
+FORMATS = {"fp16": (np.float16, ()), "bf16": (np.uint16, ("-DHG_BF16",))}
+
+
 def cuda_builds(cc: tuple[int, int] = (9, 0)) -> list[CudaBuild]:
-    """How hopper_gemm.cu is compiled: for sm_90a (wgmma, setmaxnreg), whatever the GPU."""
-    return [CudaBuild(CUDA_SOURCE.name, CUDA_SOURCE.read_text(), ("-arch=sm_90a", "--std=c++17"))]
+    """How hopper_gemm.cu is compiled: for sm_90a (wgmma, setmaxnreg), whatever
+    the GPU, once per format."""
+    return [CudaBuild(CUDA_SOURCE.name, CUDA_SOURCE.read_text(), ("-arch=sm_90a", "--std=c++17", *defines))
+            for _, defines in FORMATS.values()]
 
 
 @functools.cache
-def hg_module():
-    (build,) = cuda_builds()
-    return build.module()
+def hg_module(fmt: str = "fp16"):
+    return cuda_builds()[list(FORMATS).index(fmt)].module()
 
 
-def hg_kernel(kernel: str):
+@functools.cache
+def hg_kernel(kernel: str, fmt: str = "fp16"):
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {tuple(KERNELS)}, got {kernel!r}")
-    k = hg_module().get_function(kernel)
+    k = hg_module(fmt).get_function(kernel)
     k.max_dynamic_shared_size_bytes = smem_bytes(kernel)
     return k
 
 
-def hopper_gemm(A, Bt, C=None, *, kernel: str = "hg_ws_persistent_256"):
-    """C = A @ Bt.T: A (M x K) and Bt (N x K) float16, C (M x N) float32,
-    all C-contiguous CuPy arrays; K a multiple of 8."""
+@functools.cache
+def sm_count(device_id: int) -> int:
+    """The device's SMs, asked once (Device.attributes reads every attribute)."""
     import cupy as cp
 
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {tuple(KERNELS)}, got {kernel!r}")
+    return cp.cuda.Device(device_id).attributes["MultiProcessorCount"]
+
+
+def hopper_gemm(A, Bt, C=None, *, kernel: str = "auto", splits: int | None = None):
+    """C = A @ Bt.T: A (M x K) and Bt (N x K) both float16 (FP16) or both
+    uint16 (BF16 bit patterns), C (M x N) float32, all C-contiguous CuPy
+    arrays; K a multiple of 8. kernel="auto": the kernel and split of K that
+    hopper_gemm_plan picks for the shape; a name of KERNELS runs that kernel,
+    K cut into `splits` slices (default 1; the hg_plain kernels do not split)."""
+    import cupy as cp
+
+    if kernel != "auto" and kernel not in KERNELS:
+        raise ValueError(f"kernel must be 'auto' or one of {tuple(KERNELS)}, got {kernel!r}")
     checks.require_cupy_array("A", A)
     checks.require_cupy_array("Bt", Bt)
+    fmt = {np.dtype(np.float16): "fp16", np.dtype(np.uint16): "bf16"}.get(np.dtype(A.dtype))
+    if fmt is None:
+        raise TypeError(f"A must have dtype float16 (FP16) or uint16 (BF16 bit patterns), got {np.dtype(A.dtype)}")
     for name, X in (("A", A), ("Bt", Bt)):
-        checks.require_dtype(name, X, np.float16)
+        checks.require_dtype(name, X, A.dtype)
         checks.require_ndim(name, X, 2)
         checks.require_contiguous(name, X)
         if X.data.ptr % 16:
@@ -120,20 +215,49 @@ def hopper_gemm(A, Bt, C=None, *, kernel: str = "hg_ws_persistent_256"):
         if C.shape != (M, N):
             raise ValueError(f"C must be {M}x{N}, got {'x'.join(map(str, C.shape))}")
         checks.require_no_overlap("C", C, A=A, Bt=Bt)
-    dev = cp.cuda.Device()
-    info = device_info(dev.id)
+    dev = cp.cuda.Device().id
+    info = device_info(dev)
     require_sm90a(info["name"], info["cc"])
+    if kernel == "auto":
+        if splits is not None:
+            raise ValueError("splits is chosen by the planner with kernel='auto'; name a kernel to set it")
+        plan = hopper_gemm_plan(M, N, K, sm_count(dev))
+    else:
+        splits = 1 if splits is None else checks.require_int("splits", splits, 1, MAX_SPLITS)
+        if splits > 1 and kernel.startswith("hg_plain"):
+            raise ValueError(f"{kernel} does not split K (the hg_ws kernels do)")
+        plan = make_plan(K, kernel, splits)
     if M == 0 or N == 0:
         return C
     if K == 0:
         return C.fill(0) or C
-    bn, _, threads, persistent, cluster = KERNELS[kernel]
+    bn, _, threads, persistent, cluster = KERNELS[plan.kernel]
     tiles = math.ceil(M / (BM * cluster)) * math.ceil(N / bn)  # tiles of the whole cluster
-    sms = dev.attributes["MultiProcessorCount"]
-    grid = cluster * (min(tiles, sms // cluster) if persistent else tiles)
-    hg_kernel(kernel)((grid,), (threads,), (tensor_map_f16(A, BM), tensor_map_f16(Bt, bn // cluster), C,
-                                            np.int32(M), np.int32(N), np.int32(K)), shared_mem=smem_bytes(kernel))
+    sms = sm_count(dev)
+    grid_x = cluster * (min(tiles, max(1, sms // (cluster * plan.splits))) if persistent else tiles)
+    out = C if plan.splits == 1 else split_workspace(plan.splits * M * N)
+    hg_kernel(plan.kernel, fmt)((grid_x, plan.splits), (threads,),
+                                (tensor_map_f16(A, BM), tensor_map_f16(Bt, bn // cluster), out,
+                                 np.int32(M), np.int32(N), np.int32(K)), shared_mem=smem_bytes(plan.kernel))
+    if plan.splits > 1:  # the slices' partial sums, added in order
+        hg_module(fmt).get_function("hg_split_sum")((min(4 * sms, math.ceil(M * N / 1024)),), (256,),
+                                                    (out, C, np.int64(M * N), np.int32(plan.splits)))
     return C
+
+
+SPLIT_WORKSPACE: dict = {}  # (device, stream) -> float32 workspace, grown when too small
+
+
+def split_workspace(floats: int):
+    """A float32 workspace of at least `floats` elements for this device and
+    stream, kept between calls."""
+    import cupy as cp
+
+    key = (cp.cuda.Device().id, cp.cuda.get_current_stream().ptr)
+    W = SPLIT_WORKSPACE.get(key)
+    if W is None or W.size < floats:
+        W = SPLIT_WORKSPACE[key] = cp.empty(floats, dtype=cp.float32)
+    return W
 # --8<-- [end:hg_launch]
 
 
@@ -141,17 +265,21 @@ def hopper_gemm(A, Bt, C=None, *, kernel: str = "hg_ws_persistent_256"):
 # FP16 in, FP32 out and accumulation (cublasGemmEx). cuBLAS is column-major:
 # it computes C^T (N x M) = Bt (as K x N, transposed) @ A^T (K x M).
 CUBLAS_OP_N, CUBLAS_OP_T, CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT = 0, 1, 2, 0, 68, -1
+CUDA_R_16BF = 14
 
 
 def cublas_gemm_tn(A, Bt, C=None):
+    """cuBLAS's C = A @ Bt.T for the operands hopper_gemm takes (float16, or
+    uint16 as BF16 bit patterns)."""
     import cupy as cp
     from cupy_backends.cuda.libs import cublas
 
     (M, K), (N, _) = A.shape, Bt.shape
     if C is None:
         C = cp.empty((M, N), dtype=cp.float32)
+    ab = CUDA_R_16BF if A.dtype == np.uint16 else CUDA_R_16F
     one, zero = np.array(1.0, np.float32), np.array(0.0, np.float32)
     cublas.gemmEx(cp.cuda.device.get_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, N, M, K,
-                  one.ctypes.data, Bt.data.ptr, CUDA_R_16F, K, A.data.ptr, CUDA_R_16F, K,
+                  one.ctypes.data, Bt.data.ptr, ab, K, A.data.ptr, ab, K,
                   zero.ctypes.data, C.data.ptr, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
     return C

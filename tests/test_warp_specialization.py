@@ -148,23 +148,22 @@ def test_stream_refuses_bad_input():
 
 # --- GPU: the Hopper GEMM ------------------------------------------------------
 
-def _gemm_inputs(M, N, K, seed=0):
+def _gemm_inputs(M, N, K, seed=0, fmt="fp16"):
+    """A, Bt in the format, and what they hold in float64."""
+    from kernels.bench.tc_hopper_shapes import operands
+
+    return operands(M, N, K, fmt, seed)
+
+
+def _check_gemm(C, A64, B64):
+    """FP32 accumulation of exact FP16 / BF16 products: |C - A B^T| within
+    K * 2^-20 * (|A| @ |Bt|^T)."""
     import cupy as cp
 
-    rng = cp.random.default_rng(seed)
-    A = rng.standard_normal((M, K), dtype=cp.float32).astype(cp.float16)
-    Bt = rng.standard_normal((N, K), dtype=cp.float32).astype(cp.float16)
-    return A, Bt, A.astype(cp.float64) @ Bt.astype(cp.float64).T
-
-
-def _check_gemm(C, A, Bt, ref):
-    """FP32 accumulation of exact FP16 products: |C - ref| within K * 2^-20 * (|A| @ |Bt|^T)."""
-    import cupy as cp
-
-    K = A.shape[1]
-    bound = K * 2.0**-20 * (cp.abs(A.astype(cp.float64)) @ cp.abs(Bt.astype(cp.float64)).T) + 1e-30
+    K = A64.shape[1]
+    bound = K * 2.0**-20 * (cp.abs(A64) @ cp.abs(B64).T) + 1e-30
     assert not bool(cp.isnan(C).any()), "an element was left unwritten (NaN)"
-    worst = float((cp.abs(C.astype(cp.float64) - ref) / bound).max())
+    worst = float((cp.abs(C.astype(cp.float64) - A64 @ B64.T) / bound).max())
     assert worst <= 1.0, f"error {worst:.2f} x the FP32-accumulation bound"
 
 
@@ -177,21 +176,57 @@ def test_gemm_kernel_matches_float64(kernel):
     import cupy as cp
 
     for M, N, K in GEMM_SHAPES:
-        A, Bt, ref = _gemm_inputs(M, N, K)
+        A, Bt, A64, B64 = _gemm_inputs(M, N, K)
         C = cp.full((M, N), cp.nan, dtype=cp.float32)
         assert hg.hopper_gemm(A, Bt, C, kernel=kernel) is C
-        _check_gemm(C, A, Bt, ref)
+        _check_gemm(C, A64, B64)
+
+
+# the issue's odd shapes: one element, K one k tile, tails in every direction, K long and M N tiny
+SPLIT_SHAPES = [(1, 1, 8), (17, 33, 8), (1000, 1013, 776), (3001, 4099, 136), (64, 8, 65536)]
 
 
 @gpu
-def test_gemm_4096_and_cublas_agree_with_float64():
+@pytest.mark.parametrize("fmt", list(hg.FORMATS))
+@pytest.mark.parametrize("kernel", hg.AUTO_KERNELS)
+def test_gemm_splits_and_formats_match_float64(kernel, fmt):
+    """Every kernel the planner may pick, K unsplit and split, FP16 and BF16,
+    twice in a row into a poisoned C (the split's workspace is reused)."""
     import cupy as cp
 
-    A, Bt, ref = _gemm_inputs(4096, 4096, 4096, seed=1)
-    for fn in (hg.hopper_gemm, hg.cublas_gemm_tn):
-        C = cp.full((4096, 4096), cp.nan, dtype=cp.float32)
-        fn(A, Bt, C)
-        _check_gemm(C, A, Bt, ref)
+    for M, N, K in SPLIT_SHAPES:
+        A, Bt, A64, B64 = _gemm_inputs(M, N, K, seed=M + N, fmt=fmt)
+        for splits in (1, 2, 3):
+            for _ in range(2):
+                C = cp.full((M, N), cp.nan, dtype=cp.float32)
+                assert hg.hopper_gemm(A, Bt, C, kernel=kernel, splits=splits) is C
+                _check_gemm(C, A64, B64)
+
+
+@gpu
+@pytest.mark.parametrize("fmt", list(hg.FORMATS))
+def test_gemm_auto_and_cublas_agree_with_float64(fmt):
+    import cupy as cp
+
+    for shape in ((4096, 4096, 4096), (1024, 1024, 16384), (5000, 3000, 7000)):
+        A, Bt, A64, B64 = _gemm_inputs(*shape, seed=1, fmt=fmt)
+        for fn in (hg.hopper_gemm, hg.cublas_gemm_tn):
+            C = cp.full(shape[:2], cp.nan, dtype=cp.float32)
+            fn(A, Bt, C)
+            _check_gemm(C, A64, B64)
+
+
+def test_planner_cuts_k_into_slices_none_empty():
+    """hopper_gemm_plan (CPU): every candidate's slices cover K with none
+    empty; a long K under few tiles is split, a large square is not."""
+    for K in (8, 64, 72, 776, 4096, 16384, 65536):
+        k_all = -(-K // hg.BK)
+        for p in hg.candidate_plans(K):
+            assert p.kernel in hg.AUTO_KERNELS and 1 <= p.splits <= hg.MAX_SPLITS
+            assert (p.splits - 1) * p.k_per < k_all <= p.splits * p.k_per, (K, p)
+    assert hg.hopper_gemm_plan(1024, 1024, 16384).splits > 1
+    assert hg.hopper_gemm_plan(8192, 8192, 8192).splits == 1
+    assert hg.hopper_gemm_plan(1, 1, 8) == hg.make_plan(8, hg.hopper_gemm_plan(1, 1, 8).kernel, 1)
 
 
 @gpu
@@ -209,8 +244,16 @@ def test_gemm_refuses_bad_input():
         hg.hopper_gemm(A.T[:, :64], A)
     with pytest.raises(ValueError, match="C must be 64x64"):
         hg.hopper_gemm(A, A, cp.zeros((64, 32), dtype=cp.float32))
-    with pytest.raises(ValueError, match="kernel must be one of"):
+    with pytest.raises(ValueError, match="kernel must be 'auto' or one of"):
         hg.hopper_gemm(A, A, kernel="hg_magic")
+    with pytest.raises(TypeError, match="Bt must have dtype float16"):
+        hg.hopper_gemm(A, A.view(cp.uint16))  # FP16 with BF16 bits
+    with pytest.raises(ValueError, match="chosen by the planner"):
+        hg.hopper_gemm(A, A, splits=2)
+    with pytest.raises(ValueError, match="does not split K"):
+        hg.hopper_gemm(A, A, kernel="hg_plain_256", splits=2)
+    with pytest.raises(ValueError, match="splits must be"):
+        hg.hopper_gemm(A, A, kernel="hg_ws_256", splits=0)
     C = hg.hopper_gemm(A[:, :0].copy(), A[:, :0].copy())
     assert C.shape == (64, 64) and not bool(C.any())  # K = 0: C = 0
 

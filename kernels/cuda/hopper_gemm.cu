@@ -1,4 +1,4 @@
-// Topic tc_hopper_gemm: a warp-specialized FP16 GEMM for Hopper (sm_90a).
+// Topic tc_hopper_gemm: a warp-specialized FP16 / BF16 GEMM for Hopper (sm_90a).
 // REQUIRES: sm_90a
 //
 // C (M x N, FP32, row-major) = A (M x K, FP16, row-major) @ Bt^T, with B given
@@ -17,10 +17,24 @@
 //   hg_plain<BN, STAGES>  the same tiles without specialization: two warpgroups
 //       both compute, and thread 0 also issues the copies between its wgmmas.
 //
+// Split K: hg_ws launched with gridDim.y = S > 1 gives slice y of the k tiles
+// to the blocks of row y of the grid, each writing its partial sums to
+// C + y * M * N (a workspace of S matrices); hg_split_sum then adds the S
+// slices into C in a fixed order (the same bits every run).
+//
+// Compiled as is, A and Bt hold FP16; with -DHG_BF16, BF16 (bit patterns in
+// 16-bit words): only the wgmma instruction's types differ.
+//
 // Needs sm_90a (wgmma, setmaxnreg); K a multiple of 8 (TMA wants rows of a
 // multiple of 16 bytes); M and N any: TMA fills zeros past the edges of A and
 // Bt, and the epilogue writes only inside C.
 #include <cuda_fp16.h>
+
+#ifdef HG_BF16
+#define HG_AB_TYPES "bf16.bf16"
+#else
+#define HG_AB_TYPES "f16.f16"
+#endif
 
 // --8<-- [start:hg_barriers]
 struct alignas(64) TmaDesc { unsigned long long v[16]; };  // a CUtensorMap, passed by value
@@ -91,7 +105,8 @@ __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_grou
 template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory"); }
 
-// D (64 x BN, FP32, 64 x BN / 128 registers per thread) += A (64 x 16) B (16 x BN),
+// D (64 x BN, FP32, 64 x BN / 128 registers per thread) += A (64 x 16) B (16 x BN)
+// (FP16, or BF16 with -DHG_BF16),
 // issued by one warpgroup; A and B (as Bt, BN x 16) both K-major in shared memory.
 template <int BN>
 __device__ __forceinline__ void wgmma_f16(float (&d)[BN / 2], unsigned long long desc_a,
@@ -101,7 +116,7 @@ __device__ __forceinline__ void wgmma_f16<128>(float (&d)[64], unsigned long lon
                                                   unsigned long long desc_b, int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32." HG_AB_TYPES " "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
         "%64, %65, p, 1, 1, 0, 0;\n}\n"
         :
@@ -121,7 +136,7 @@ __device__ __forceinline__ void wgmma_f16<256>(float (&d)[128], unsigned long lo
                                                   unsigned long long desc_b, int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32." HG_AB_TYPES " "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
         "%128, %129, p, 1, 1, 0, 0;\n}\n"
         :
@@ -211,8 +226,13 @@ __device__ __forceinline__ void hg_ws(const TmaDesc& map_a, const TmaDesc& map_b
     // loads half of it and multicasts that half into both blocks.
     const int rank = CLUSTER == 1 ? 0 : blockIdx.x % CLUSTER;
     const int tiles_m = (M + HG_BM * CLUSTER - 1) / (HG_BM * CLUSTER), tiles_n = (N + BN - 1) / BN;
-    const int tiles = tiles_m * tiles_n, k_tiles = (K + HG_BK - 1) / HG_BK;
+    const int tiles = tiles_m * tiles_n;
     const int first = blockIdx.x / CLUSTER, step = PERSISTENT ? gridDim.x / CLUSTER : tiles;
+    // split K: this row of the grid takes k tiles [k0, k1) (the host makes none empty)
+    // and writes its partial sums to matrix blockIdx.y of the workspace C
+    const int k_all = (K + HG_BK - 1) / HG_BK, k_per = (k_all + gridDim.y - 1) / gridDim.y;
+    const int k0 = blockIdx.y * k_per, k1 = min(k_all, k0 + k_per);
+    C += (size_t)blockIdx.y * M * N;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);  // the producer's arrive, which also sets the bytes to expect
@@ -235,7 +255,7 @@ __device__ __forceinline__ void hg_ws(const TmaDesc& map_a, const TmaDesc& map_b
             for (int tile = first; tile < tiles; tile += step) {
                 int tm, tn;
                 hg_tile(tile, tiles_m, tiles_n, HG_GROUP_M / CLUSTER, tm, tn);  // HG_GROUP_M rows of blocks
-                for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                for (int kt = k0; kt < k1; ++kt, ++it) {
                     const int s = it % STAGES, round = it / STAGES;
                     if (round > 0) mbar_wait(&empty[s], (round - 1) & 1);  // every reader of round - 1 is done
                     mbar_arrive_expect_tx(&full[s], S::TX_BYTES);  // A, and all of Bt's tile (both halves)
@@ -267,7 +287,7 @@ __device__ __forceinline__ void hg_ws(const TmaDesc& map_a, const TmaDesc& map_b
         for (int tile = first; tile < tiles; tile += step) {
             int tm, tn;
             hg_tile(tile, tiles_m, tiles_n, HG_GROUP_M / CLUSTER, tm, tn);  // HG_GROUP_M rows of blocks
-            for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+            for (int kt = k0; kt < k1; ++kt, ++it) {
                 const int s = it % STAGES;
                 mbar_wait(&full[s], (it / STAGES) & 1);
                 const unsigned long long da = smem_desc(As + s * S::TILE_A + half * 64 * HG_BK);
@@ -275,10 +295,10 @@ __device__ __forceinline__ void hg_ws(const TmaDesc& map_a, const TmaDesc& map_b
                 wgmma_fence();  // orders the registers' earlier use (the last tile's stores) before wgmma
 #pragma unroll
                 for (int kk = 0; kk < HG_BK / 16; ++kk)  // 16 halves = 32 bytes = 2 in the start-address field
-                    wgmma_f16<BN>(d, da + 2 * kk, db + 2 * kk, kt > 0 || kk > 0);
+                    wgmma_f16<BN>(d, da + 2 * kk, db + 2 * kk, kt > k0 || kk > 0);
                 wgmma_commit();
                 wgmma_wait<1>();  // the previous k tile's group has finished: its slot can be refilled
-                if (kt > 0) release((it - 1) % STAGES);
+                if (kt > k0) release((it - 1) % STAGES);
             }
             wgmma_wait<0>();
             release((it - 1) % STAGES);
@@ -350,6 +370,26 @@ __device__ __forceinline__ void hg_plain(const TmaDesc& map_a, const TmaDesc& ma
     wgmma_wait<0>();
     hg_store<BN>(d, C, M, N, tm * HG_BM + wg * 64, tn * BN);
 }
+// The sum of split K's partial matrices: C[i] = W[i] + W[mn + i] + ... +
+// W[(splits - 1) mn + i], in that order. Four floats a thread when mn is a
+// multiple of 4 (then every slice starts 16-byte aligned), else one.
+__device__ __forceinline__ void split_sum(const float* __restrict__ W, float* __restrict__ C,
+                                          long long mn, int splits) {
+    const long long n4 = mn % 4 == 0 ? mn / 4 : 0, stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n4; i += stride) {
+        float4 s = reinterpret_cast<const float4*>(W)[i];
+        for (int p = 1; p < splits; ++p) {
+            const float4 w = reinterpret_cast<const float4*>(W + p * mn)[i];
+            s.x += w.x; s.y += w.y; s.z += w.z; s.w += w.w;
+        }
+        reinterpret_cast<float4*>(C)[i] = s;
+    }
+    for (long long i = 4 * n4 + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < mn; i += stride) {
+        float s = W[i];
+        for (int p = 1; p < splits; ++p) s += W[p * mn + i];
+        C[i] = s;
+    }
+}
 // --8<-- [end:hg_kernel]
 
 // --8<-- [start:hg_instances]
@@ -375,4 +415,7 @@ HG_WS(hg_ws_persistent_128, 128, 6, true)
 HG_WS(hg_ws_persistent_256, 256, 4, true)
 HG_WS_CLUSTER(hg_ws_cluster_256, 256, 4, false)
 HG_WS_CLUSTER(hg_ws_cluster_persistent_256, 256, 4, true)
+extern "C" __global__ void __launch_bounds__(256) hg_split_sum(const float* W, float* C, long long mn, int splits) {
+    split_sum(W, C, mn, splits);
+}
 // --8<-- [end:hg_instances]
