@@ -254,6 +254,12 @@ def test_gemm_refuses_bad_input():
         hg.hopper_gemm(A, A, kernel="hg_plain_256", splits=2)
     with pytest.raises(ValueError, match="splits must be"):
         hg.hopper_gemm(A, A, kernel="hg_ws_256", splits=0)
+    buf = cp.zeros(2 * 64 * 64, dtype=cp.float32)
+    C, inside = buf[:64 * 64].reshape(64, 64), buf[2048:4096].view(cp.float16).reshape(64, 64)
+    for a, b, name in ((inside, A, "A"), (A, inside, "Bt")):  # half of C is the input
+        with pytest.raises(ValueError, match=f"C must not overlap {name}"):
+            hg.hopper_gemm(a, b, C)
+    assert hg.hopper_gemm(A, buf[4096:].view(cp.float16)[:4096].reshape(64, 64), C) is C  # next to C: fine
     C = hg.hopper_gemm(A[:, :0].copy(), A[:, :0].copy())
     assert C.shape == (64, 64) and not bool(C.any())  # K = 0: C = 0
 
