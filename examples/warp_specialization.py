@@ -471,9 +471,11 @@ def hopper_gemm(A, Bt, C, *, kernel="hg_ws_persistent_256"):
     tiles = math.ceil(M / (BM * cluster)) * math.ceil(N / bn)
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     grid = cluster * (min(tiles, sms // cluster) if persistent else tiles)
+    # C = alpha * A @ Bt.T with alpha = 1 (the FP8 build's per-tensor scales); one row of the
+    # grid (gridDim.y = 1): K unsplit
     kern((grid,), (threads,), (tensor_map_2d(A, BM, BK, swizzle_128b=True),
                                tensor_map_2d(Bt, bn // cluster, BK, swizzle_128b=True),
-                               C, np.int32(M), np.int32(N), np.int32(K)), shared_mem=smem)
+                               C, np.int32(M), np.int32(N), np.int32(K), np.float32(1.0)), shared_mem=smem)
     return C
 
 

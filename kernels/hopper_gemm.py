@@ -154,9 +154,12 @@ def _tensor_map_f16(ptr: int, rows: int, cols: int, row_bytes: int, box_rows: in
 
 
 # The formats: the dtype A and Bt arrive in, and the define that compiles
-# hopper_gemm.cu for it. CuPy has no bfloat16: BF16 travels as its bit
-# patterns in uint16 (kernels.gemm_formats.to_bf16 makes them).
-FORMATS = {"fp16": (np.float16, ()), "bf16": (np.uint16, ("-DHG_BF16",))}
+# hopper_gemm.cu for it. CuPy has neither bfloat16 nor FP8 dtypes: BF16
+# travels as its bit patterns in uint16 (kernels.gemm_formats.to_bf16 makes
+# them), FP8 as bytes (to_fp8 below).
+FORMATS = {"fp16": (np.float16, ()), "bf16": (np.uint16, ("-DHG_BF16",)),
+           "fp8_e4m3": (np.uint8, ("-DHG_FP8_E4M3",)), "fp8_e5m2": (np.uint8, ("-DHG_FP8_E5M2",))}
+FROM_DTYPE = {np.dtype(np.float16): "fp16", np.dtype(np.uint16): "bf16"}  # FP8 is named: two formats share uint8
 
 
 def cuda_builds(cc: tuple[int, int] = (9, 0)) -> list[CudaBuild]:
@@ -188,23 +191,30 @@ def sm_count(device_id: int) -> int:
     return cp.cuda.Device(device_id).attributes["MultiProcessorCount"]
 
 
-def hopper_gemm(A, Bt, C=None, *, kernel: str = "auto", splits: int | None = None):
-    """C = A @ Bt.T: A (M x K) and Bt (N x K) both float16 (FP16) or both
-    uint16 (BF16 bit patterns), C (M x N) float32, all C-contiguous CuPy
-    arrays; K a multiple of 8. kernel="auto": the kernel and split of K that
-    hopper_gemm_plan picks for the shape; a name of KERNELS runs that kernel,
-    K cut into `splits` slices (default 1; the hg_plain kernels do not split)."""
+def hopper_gemm(A, Bt, C=None, *, kernel: str = "auto", splits: int | None = None, fmt: str | None = None,
+                scale: float = 1.0):
+    """C = scale * A @ Bt.T: A (M x K) and Bt (N x K) both float16 (FP16),
+    both uint16 (BF16 bit patterns), or both uint8 with fmt="fp8_e4m3" or
+    "fp8_e5m2" (FP8 bytes, to_fp8), C (M x N) float32, all C-contiguous CuPy
+    arrays; K a multiple of 8 (of 16 for FP8). kernel="auto": the kernel and
+    split of K that hopper_gemm_plan picks for the shape; a name of KERNELS
+    runs that kernel, K cut into `splits` slices (default 1; the hg_plain
+    kernels do not split)."""
     import cupy as cp
 
     if kernel != "auto" and kernel not in KERNELS:
         raise ValueError(f"kernel must be 'auto' or one of {tuple(KERNELS)}, got {kernel!r}")
     checks.require_cupy_array("A", A)
     checks.require_cupy_array("Bt", Bt)
-    fmt = {np.dtype(np.float16): "fp16", np.dtype(np.uint16): "bf16"}.get(np.dtype(A.dtype))
     if fmt is None:
-        raise TypeError(f"A must have dtype float16 (FP16) or uint16 (BF16 bit patterns), got {np.dtype(A.dtype)}")
+        fmt = FROM_DTYPE.get(np.dtype(A.dtype))
+        if fmt is None:
+            raise TypeError(f"A must have dtype float16 (FP16) or uint16 (BF16 bit patterns), or name an FP8 "
+                            f"fmt for uint8, got {np.dtype(A.dtype)}")
+    elif fmt not in FORMATS:
+        raise ValueError(f"fmt must be one of {tuple(FORMATS)}, got {fmt!r}")
     for name, X in (("A", A), ("Bt", Bt)):
-        checks.require_dtype(name, X, A.dtype)
+        checks.require_dtype(name, X, FORMATS[fmt][0])
         checks.require_ndim(name, X, 2)
         checks.require_contiguous(name, X)
         if X.data.ptr % 16:
@@ -212,8 +222,9 @@ def hopper_gemm(A, Bt, C=None, *, kernel: str = "auto", splits: int | None = Non
     (M, K), (N, K2) = A.shape, Bt.shape
     if K2 != K:
         raise ValueError(f"A is {M}x{K} and Bt is {N}x{K2}: they must share K (the second dimension)")
-    if K % 8:
-        raise ValueError(f"K must be a multiple of 8 (TMA copies rows of a multiple of 16 bytes), got {K}")
+    if K * A.itemsize % 16:
+        raise ValueError(f"K must be a multiple of {16 // A.itemsize} (TMA copies rows of a multiple of "
+                         f"16 bytes), got {K}")
     if C is None:
         C = cp.empty((M, N), dtype=cp.float32)
     else:
@@ -230,6 +241,8 @@ def hopper_gemm(A, Bt, C=None, *, kernel: str = "auto", splits: int | None = Non
     dev = cp.cuda.Device().id
     info = device_info(dev)
     require_sm90a(info["name"], info["cc"])
+    if A.itemsize == 1:  # FP8: the kernels count K in two-byte words (a k tile: 64 words, 128 values)
+        A, Bt, K = A.view(cp.uint16), Bt.view(cp.uint16), K // 2
     if kernel == "auto":
         if splits is not None:
             raise ValueError("splits is chosen by the planner with kernel='auto'; name a kernel to set it")
@@ -250,7 +263,8 @@ def hopper_gemm(A, Bt, C=None, *, kernel: str = "auto", splits: int | None = Non
     out = C if plan.splits == 1 else split_workspace(plan.splits * M * N)
     hg_kernel(plan.kernel, fmt)((grid_x, plan.splits), (threads,),
                                 (tensor_map_f16(A, BM), tensor_map_f16(Bt, bn // cluster), out,
-                                 np.int32(M), np.int32(N), np.int32(K)), shared_mem=smem_bytes(plan.kernel))
+                                 np.int32(M), np.int32(N), np.int32(K), np.float32(scale)),
+                                shared_mem=smem_bytes(plan.kernel))
     if plan.splits > 1:  # the slices' partial sums, added in order
         hg_module(fmt).get_function("hg_split_sum")((min(4 * sms, math.ceil(M * N / 1024)),), (256,),
                                                     (out, C, np.int64(M * N), np.int32(plan.splits)))
@@ -276,6 +290,46 @@ def split_workspace(floats: int):
 # cuBLAS on the same layout: C = A @ Bt.T with A (M x K), Bt (N x K) row-major,
 # FP16 in, FP32 out and accumulation (cublasGemmEx). cuBLAS is column-major:
 # it computes C^T (N x M) = Bt (as K x N, transposed) @ A^T (K x M).
+# --8<-- [start:to_fp8]
+FP8_BITS = {"fp8_e4m3": (3, 7), "fp8_e5m2": (2, 15)}  # mantissa bits, exponent bias
+
+
+def to_fp8(x, fmt: str = "fp8_e4m3"):
+    """float32 CuPy array -> (its FP8 bytes, scale), with x ~ scale * value:
+    a power-of-two scale per tensor brings max |x| to the format's largest
+    value, then kernels.gemm_formats.round_fp8 rounds (ties to even,
+    saturating) and this packs sign, exponent and mantissa into a byte."""
+    import cupy as cp
+
+    from .gemm_formats import FP8, round_fp8
+
+    if fmt not in FP8_BITS:
+        raise ValueError(f"fmt must be one of {tuple(FP8_BITS)}, got {fmt!r}")
+    top = FP8[fmt][2]
+    amax = float(cp.abs(x).max()) if x.size else 0.0
+    scale = float(2.0 ** np.ceil(np.log2(amax / top))) if amax > 0 else 1.0
+    values = round_fp8(x / scale, fmt)  # float16, on the FP8 grid
+    man, bias = FP8_BITS[fmt]
+    pack = cp.ElementwiseKernel(
+        "float16 x, int32 man, int32 bias", "uint8 b",
+        """
+        float v = fabsf(__half2float(x));
+        unsigned code = 0;
+        if (v > 0.0f) {
+            int e;
+            frexpf(v, &e);                                 // v = f * 2^e, f in [0.5, 1): exponent e - 1
+            if (e - 1 + bias <= 0) {                       // subnormal: v = m * 2^(1 - bias - man)
+                code = (unsigned)rintf(ldexpf(v, bias - 1 + man));
+            } else {                                       // normal: 1.m * 2^(e - 1)
+                code = ((unsigned)(e - 1 + bias) << man) | (unsigned)rintf((ldexpf(v, 1 - e) - 1.0f) * (1 << man));
+            }
+        }
+        b = (unsigned char)(code | (signbit(__half2float(x)) ? 0x80u : 0u));
+        """, "to_fp8_bits")
+    return pack(values, np.int32(man), np.int32(bias)), scale
+# --8<-- [end:to_fp8]
+
+
 CUBLAS_OP_N, CUBLAS_OP_T, CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT = 0, 1, 2, 0, 68, -1
 CUDA_R_16BF = 14
 

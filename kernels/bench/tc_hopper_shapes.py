@@ -38,6 +38,12 @@ ROUNDS = 5
 # FP32 accumulation of exact products: the error grows about as sqrt(K)
 # (1.9e-5 measured at K = 16384, unsplit)
 REL_TOL = 1e-5
+# FP8: the same products, but wgmma's FP8 accumulation keeps fewer bits than
+# FP32 (measured here: rel_err against the float64 product of the same FP8
+# values, in the FP8 records)
+REL_TOL_FP8 = 1e-2
+REL_TOL_FMT = {"fp16": REL_TOL, "bf16": REL_TOL, "fp8_e4m3": REL_TOL_FP8, "fp8_e5m2": REL_TOL_FP8}
+FP8_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192))
 LABELS = {
     "kernel": ("核函数", "kernel"),
     "splits": ("K 切分数", "K splits"),
@@ -47,20 +53,40 @@ LABELS = {
 
 
 def operands(M: int, N: int, K: int, fmt: str, seed: int):
-    """A (M x K), Bt (N x K) in the format (FP16, or BF16 bit patterns),
-    standard normal, and their exact values in float64."""
+    """A (M x K), Bt (N x K) in the format (FP16, BF16 bit patterns, or FP8
+    bytes with a scale each), standard normal; the values they stand for in
+    float64 (for FP8: times its scale); and the scale hopper_gemm takes (the
+    product of FP8's two, else 1)."""
     import cupy as cp
 
+    from .. import hopper_gemm as hg
     from ..gemm_formats import from_bf16, to_bf16
 
     rng = cp.random.default_rng(seed)
     A = rng.standard_normal((M, K), dtype=cp.float32)
     Bt = rng.standard_normal((N, K), dtype=cp.float32)
+    if fmt.startswith("fp8"):  # bytes, and their values times the scale (returned in the float64 copies)
+        (A8, sa), (B8, sb) = hg.to_fp8(A, fmt), hg.to_fp8(Bt, fmt)
+        return A8, B8, fp8_values(A8, fmt) * sa, fp8_values(B8, fmt) * sb, sa * sb
     if fmt == "fp16":
         A, Bt = A.astype(cp.float16), Bt.astype(cp.float16)
-        return A, Bt, A.astype(cp.float64), Bt.astype(cp.float64)
+        return A, Bt, A.astype(cp.float64), Bt.astype(cp.float64), 1.0
     A, Bt = to_bf16(A), to_bf16(Bt)
-    return A, Bt, from_bf16(A).astype(cp.float64), from_bf16(Bt).astype(cp.float64)
+    return A, Bt, from_bf16(A).astype(cp.float64), from_bf16(Bt).astype(cp.float64), 1.0
+
+
+def fp8_values(bits, fmt: str):
+    """FP8 bytes -> their values in float64, decoded from the fields (sign,
+    exponent, mantissa), independently of to_fp8's packing."""
+    import cupy as cp
+
+    from ..hopper_gemm import FP8_BITS
+
+    man, bias = FP8_BITS[fmt]
+    b = bits.astype(cp.int32)
+    e, m = (b >> man) & ((1 << (7 - man)) - 1), (b & ((1 << man) - 1)).astype(cp.float64)
+    mag = cp.where(e == 0, m * 2.0 ** (1 - bias - man), (1 + m / 2**man) * cp.exp2(e - bias))
+    return cp.where(b & 0x80, -mag, mag)
 
 
 def measure(quick: bool = False) -> list[dict]:
@@ -76,7 +102,7 @@ def measure(quick: bool = False) -> list[dict]:
         for fmt, dtype in FORMATS.items():
             sets = []
             for s in range(harness.rotation(2 * (M * K + N * K) + 4 * M * N)):
-                A, Bt, A64, B64 = operands(M, N, K, fmt, seed=M + 3 * N + 7 * K + s)
+                A, Bt, A64, B64, _ = operands(M, N, K, fmt, seed=M + 3 * N + 7 * K + s)
                 if s == 0:
                     ref = A64 @ B64.T
                     del A64, B64
@@ -124,6 +150,76 @@ def measure(quick: bool = False) -> list[dict]:
             del sets, ref, checked
             hg.SPLIT_WORKSPACE.clear()
             cp.get_default_memory_pool().free_all_blocks()
+    for shape in (QUICK_SHAPES[:1] if quick else FP8_SHAPES):
+        records += measure_fp8(list(shape), quick)
+    return records
+
+
+def scaled_mm(A, Bt, scale: float, fmt: str, fast_accum: bool):
+    """torch._scaled_mm (cuBLASLt's FP8 GEMM) on the operands hopper_gemm
+    takes (FP8 bytes, A M x K and Bt N x K row-major), FP32 out, as a call
+    that returns its output; None when torch does not import (an optional
+    anchor, never a dependency)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    t8 = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}[fmt]
+    a, b = torch.from_dlpack(A).view(t8), torch.from_dlpack(Bt).view(t8).t()  # b: K x N, column-major
+    one = torch.ones((), device=a.device, dtype=torch.float32)
+    s = torch.full((), scale, device=a.device, dtype=torch.float32)
+    return lambda *_: torch._scaled_mm(a, b, scale_a=one, scale_b=s, out_dtype=torch.float32,
+                                       use_fast_accum=fast_accum)
+
+
+def measure_fp8(shape: list, quick: bool) -> list[dict]:
+    """FP8 E4M3 and E5M2 at one square shape: hopper_gemm (kernel="auto",
+    FP32 out) and, when torch imports, torch._scaled_mm on E4M3 (its default,
+    and use_fast_accum=True), in paired rounds; rel_err of each against the
+    float64 product of the same FP8 values."""
+    import cupy as cp
+
+    from .. import harness, hopper_gemm as hg
+
+    M, N, K = shape
+    gflop = 2 * M * N * K / 1e9
+    records = []
+    for fmt in ("fp8_e4m3", "fp8_e5m2"):
+        A, Bt, A64, B64, scale = operands(M, N, K, fmt, seed=K + len(fmt))
+        ref = A64 @ B64.T
+        del A64, B64
+        C = cp.empty((M, N), dtype=cp.float32)
+        sets = [(A, Bt, C)]
+        cases = {"auto": lambda A, B, C: hg.hopper_gemm(A, B, C, fmt=fmt, scale=scale)}
+        for fast in (False, True):  # torch has no E5M2 x E5M2 product
+            fn = scaled_mm(A, Bt, scale, fmt, fast) if fmt == "fp8_e4m3" else None
+            if fn is not None:
+                cases[f"scaled_mm{'_fast' if fast else ''}"] = fn
+        errs = {}
+        for name, fn in cases.items():
+            C.fill(cp.nan)
+            out = fn(A, Bt, C)
+            got = C if name == "auto" else cp.from_dlpack(out)
+            errs[name] = harness.rel_err(got, ref)
+            if not errs[name] < REL_TOL_FP8:
+                raise RuntimeError(f"{name} {fmt} {shape}: rel_err {errs[name]}")
+        refname = "scaled_mm" if "scaled_mm" in cases else "auto"
+        paired = harness.paired_rounds({n: (f, sets) for n, f in cases.items()}, refname,
+                                       rounds=2 if quick else ROUNDS, warmup=1, samples=5, max_seconds=0.5)
+        ref_id = results.record_id(TOPIC, "torch" if refname != "auto" else "cupy",
+                                   f"{refname}_{fmt}", shape, fmt)
+        for name in cases:
+            ms = paired[name]["ms"]
+            impl = "cupy" if name == "auto" else "torch"
+            fields = dict(tflops=gflop / ms, rel_err=errs[name], format=fmt,
+                          ratio=paired[refname]["ms"] / ms, **harness.paired_fields(paired[name], ref_id))
+            if name == "auto":
+                p = hg.hopper_gemm_plan(M, N, K // 2, hg.sm_count(cp.cuda.Device().id))
+                fields.update(kernel=p.kernel, splits=p.splits)
+            records.append(results.record(TOPIC, impl, f"{name}_{fmt}", shape, fmt, ms=ms,
+                                          ref=None if name == refname else ref_id, **fields))
+        del sets, ref, A, Bt, C
+        cp.get_default_memory_pool().free_all_blocks()
     return records
 
 
@@ -255,7 +351,8 @@ def claims(data: dict) -> None:
     picks, and what the table and plot show against the goals."""
     rows = [r for r in results.select(data, TOPIC) if not r.get("tuning")]
     assert {tuple(r["shape"]) for r in rows} == set(SHAPES)
-    assert all(r["rel_err"] < REL_TOL * max(1.0, math.sqrt(r["shape"][2] / 1024)) for r in results.select(data, TOPIC))
+    assert all(r["rel_err"] < REL_TOL_FMT[r["format"]] * max(1.0, math.sqrt(r["shape"][2] / 1024))
+               for r in results.select(data, TOPIC))
     for shape, picked, best in picks(data):  # the model's pick is close to the fastest candidate
         assert picked["ms"] <= 1.15 * best["ms"], (shape, picked["variant"], best["variant"])
     auto = {(tuple(r["shape"]), r["format"]): r for r in rows if r["variant"].startswith("auto_")}
@@ -275,16 +372,16 @@ def sanitize() -> None:
 
     from kernels import harness, hopper_gemm as hg
 
-    for M, N, K in ((1, 1, 8), (130, 260, 520), (300, 129, 1032)):
-        for fmt in FORMATS:
-            A, Bt, A64, B64 = operands(M, N, K, fmt, seed=M + N + K)
+    for M, N, K in ((1, 1, 16), (130, 260, 528), (300, 129, 1040)):
+        for fmt in hg.FORMATS:
+            A, Bt, A64, B64, scale = operands(M, N, K, fmt, seed=M + N + K)
             ref = A64 @ B64.T
             for kernel in hg.AUTO_KERNELS:
                 for splits in (1, 3):
                     for _ in range(2):
                         C = cp.full((M, N), cp.nan, dtype=cp.float32)
-                        hg.hopper_gemm(A, Bt, C, kernel=kernel, splits=splits)
-                        assert harness.rel_err(C, ref) < 1e-5, (kernel, splits, fmt, M, N, K)
+                        hg.hopper_gemm(A, Bt, C, kernel=kernel, splits=splits, fmt=fmt, scale=scale)
+                        assert harness.rel_err(C, ref) < REL_TOL_FMT[fmt], (kernel, splits, fmt, M, N, K)
 
 
 if __name__ == "__main__":

@@ -23,17 +23,32 @@
 // slices into C in a fixed order (the same bits every run).
 //
 // Compiled as is, A and Bt hold FP16; with -DHG_BF16, BF16 (bit patterns in
-// 16-bit words): only the wgmma instruction's types differ.
+// 16-bit words); with -DHG_FP8_E4M3 or -DHG_FP8_E5M2, FP8 (bytes): only the
+// wgmma instruction differs. C = alpha * A Bt^T (alpha: FP8's per-tensor scales).
 //
 // Needs sm_90a (wgmma, setmaxnreg); K a multiple of 8 (TMA wants rows of a
 // multiple of 16 bytes); M and N any: TMA fills zeros past the edges of A and
 // Bt, and the epilogue writes only inside C.
 #include <cuda_fp16.h>
 
-#ifdef HG_BF16
-#define HG_AB_TYPES "bf16.bf16"
+// The wgmma shape's K and the input types, after m64nBN: 16 two-byte values
+// (32 bytes) a row per instruction, or 32 one-byte FP8 values (the same 32
+// bytes). The kernels count K in two-byte words either way: the host passes
+// K / 2 for FP8, so every tile, descriptor and copy stays as it is.
+// The operands after the descriptors: scale-d (p), A and B not negated (1, 1)
+// and, for 16-bit types only, not transposed (0, 0: both K-major).
+#if defined(HG_FP8_E4M3)
+#define HG_MMA_TAIL "k32.f32.e4m3.e4m3"
+#define HG_MMA_FLAGS "p, 1, 1"
+#elif defined(HG_FP8_E5M2)
+#define HG_MMA_TAIL "k32.f32.e5m2.e5m2"
+#define HG_MMA_FLAGS "p, 1, 1"
+#elif defined(HG_BF16)
+#define HG_MMA_TAIL "k16.f32.bf16.bf16"
+#define HG_MMA_FLAGS "p, 1, 1, 0, 0"
 #else
-#define HG_AB_TYPES "f16.f16"
+#define HG_MMA_TAIL "k16.f32.f16.f16"
+#define HG_MMA_FLAGS "p, 1, 1, 0, 0"
 #endif
 
 // --8<-- [start:hg_barriers]
@@ -106,7 +121,7 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory"); }
 
 // D (64 x BN, FP32, 64 x BN / 128 registers per thread) += A (64 x 16) B (16 x BN)
-// (FP16, or BF16 with -DHG_BF16),
+// (FP16; BF16 or FP8 as HG_MMA_TAIL says, 32 bytes of a row per instruction),
 // issued by one warpgroup; A and B (as Bt, BN x 16) both K-major in shared memory.
 template <int BN>
 __device__ __forceinline__ void wgmma_f16(float (&d)[BN / 2], unsigned long long desc_a,
@@ -116,9 +131,9 @@ __device__ __forceinline__ void wgmma_f16<128>(float (&d)[64], unsigned long lon
                                                   unsigned long long desc_b, int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32." HG_AB_TYPES " "
+        "wgmma.mma_async.sync.aligned.m64n128" HG_MMA_TAIL " "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "%64, %65, p, 1, 1, 0, 0;\n}\n"
+        "%64, %65, " HG_MMA_FLAGS ";\n}\n"
         :
           "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -136,9 +151,9 @@ __device__ __forceinline__ void wgmma_f16<256>(float (&d)[128], unsigned long lo
                                                   unsigned long long desc_b, int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32." HG_AB_TYPES " "
+        "wgmma.mma_async.sync.aligned.m64n256" HG_MMA_TAIL " "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-        "%128, %129, p, 1, 1, 0, 0;\n}\n"
+        "%128, %129, " HG_MMA_FLAGS ";\n}\n"
         :
           "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -185,7 +200,7 @@ __device__ __forceinline__ void hg_tile(int tile, int tiles_m, int tiles_n, int 
 // holds column 8j + 2(lane % 4) + e of row half h.
 template <int BN>
 __device__ __forceinline__ void hg_store(const float (&d)[BN / 2], float* __restrict__ C, int M, int N,
-                                         int row0, int col0) {
+                                         int row0, int col0, float alpha) {
     const int warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
     const bool pairs = N % 2 == 0;  // then a pair of columns is 8-byte aligned
 #pragma unroll
@@ -197,10 +212,10 @@ __device__ __forceinline__ void hg_store(const float (&d)[BN / 2], float* __rest
             if (row >= M) continue;
             float* p = C + (size_t)row * N + col;
             if (pairs && col + 1 < N) {
-                *reinterpret_cast<float2*>(p) = make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+                *reinterpret_cast<float2*>(p) = make_float2(alpha * d[4 * j + 2 * h], alpha * d[4 * j + 2 * h + 1]);
             } else {
-                if (col < N) p[0] = d[4 * j + 2 * h];
-                if (col + 1 < N) p[1] = d[4 * j + 2 * h + 1];
+                if (col < N) p[0] = alpha * d[4 * j + 2 * h];
+                if (col + 1 < N) p[1] = alpha * d[4 * j + 2 * h + 1];
             }
         }
     }
@@ -208,7 +223,7 @@ __device__ __forceinline__ void hg_store(const float (&d)[BN / 2], float* __rest
 
 template <int BN, int STAGES, bool PERSISTENT, int CLUSTER>
 __device__ __forceinline__ void hg_ws(const TmaDesc& map_a, const TmaDesc& map_b, float* __restrict__ C,
-                                      int M, int N, int K) {
+                                      int M, int N, int K, float alpha) {
     using S = HgSmem<BN, STAGES>;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     // 128-byte swizzle wants every tile 1024-byte aligned: round the base up
@@ -302,7 +317,7 @@ __device__ __forceinline__ void hg_ws(const TmaDesc& map_a, const TmaDesc& map_b
             }
             wgmma_wait<0>();
             release((it - 1) % STAGES);
-            hg_store<BN>(d, C, M, N, (tm * CLUSTER + rank) * HG_BM + half * 64, tn * BN);
+            hg_store<BN>(d, C, M, N, (tm * CLUSTER + rank) * HG_BM + half * 64, tn * BN, alpha);
         }
     }
     if (CLUSTER > 1) {  // stay until the partner no longer writes into this block's memory
@@ -312,7 +327,7 @@ __device__ __forceinline__ void hg_ws(const TmaDesc& map_a, const TmaDesc& map_b
 
 template <int BN, int STAGES>
 __device__ __forceinline__ void hg_plain(const TmaDesc& map_a, const TmaDesc& map_b, float* __restrict__ C,
-                                         int M, int N, int K) {
+                                         int M, int N, int K, float alpha) {
     using S = HgSmem<BN, STAGES>;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* base = reinterpret_cast<unsigned char*>(
@@ -368,8 +383,37 @@ __device__ __forceinline__ void hg_plain(const TmaDesc& map_a, const TmaDesc& ma
         }
     }
     wgmma_wait<0>();
-    hg_store<BN>(d, C, M, N, tm * HG_BM + wg * 64, tn * BN);
+    hg_store<BN>(d, C, M, N, tm * HG_BM + wg * 64, tn * BN, alpha);
 }
+// --8<-- [end:hg_kernel]
+
+// --8<-- [start:hg_instances]
+#define HG_ARGS const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_b, float* C, int M, int N, \
+                int K, float alpha
+#define HG_PLAIN(NAME, BN, STAGES)                                   \
+    extern "C" __global__ void __launch_bounds__(256, 1) NAME(HG_ARGS) { \
+        hg_plain<BN, STAGES>(map_a, map_b, C, M, N, K, alpha);              \
+    }
+#define HG_WS(NAME, BN, STAGES, PERSISTENT)                          \
+    extern "C" __global__ void __launch_bounds__(384, 1) NAME(HG_ARGS) { \
+        hg_ws<BN, STAGES, PERSISTENT, 1>(map_a, map_b, C, M, N, K, alpha);  \
+    }
+#define HG_WS_CLUSTER(NAME, BN, STAGES, PERSISTENT)                                           \
+    extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1) NAME(HG_ARGS) { \
+        hg_ws<BN, STAGES, PERSISTENT, 2>(map_a, map_b, C, M, N, K, alpha);                           \
+    }
+
+HG_PLAIN(hg_plain_128, 128, 6)
+HG_PLAIN(hg_plain_256, 256, 4)
+HG_WS(hg_ws_128, 128, 6, false)
+HG_WS(hg_ws_256, 256, 4, false)
+HG_WS(hg_ws_persistent_128, 128, 6, true)
+HG_WS(hg_ws_persistent_256, 256, 4, true)
+HG_WS_CLUSTER(hg_ws_cluster_256, 256, 4, false)
+HG_WS_CLUSTER(hg_ws_cluster_persistent_256, 256, 4, true)
+// --8<-- [end:hg_instances]
+
+// --8<-- [start:hg_split_sum]
 // The sum of split K's partial matrices: C[i] = W[i] + W[mn + i] + ... +
 // W[(splits - 1) mn + i], in that order. Four floats a thread when mn is a
 // multiple of 4 (then every slice starts 16-byte aligned), else one.
@@ -390,32 +434,7 @@ __device__ __forceinline__ void split_sum(const float* __restrict__ W, float* __
         C[i] = s;
     }
 }
-// --8<-- [end:hg_kernel]
-
-// --8<-- [start:hg_instances]
-#define HG_ARGS const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_b, float* C, int M, int N, int K
-#define HG_PLAIN(NAME, BN, STAGES)                                   \
-    extern "C" __global__ void __launch_bounds__(256, 1) NAME(HG_ARGS) { \
-        hg_plain<BN, STAGES>(map_a, map_b, C, M, N, K);              \
-    }
-#define HG_WS(NAME, BN, STAGES, PERSISTENT)                          \
-    extern "C" __global__ void __launch_bounds__(384, 1) NAME(HG_ARGS) { \
-        hg_ws<BN, STAGES, PERSISTENT, 1>(map_a, map_b, C, M, N, K);  \
-    }
-#define HG_WS_CLUSTER(NAME, BN, STAGES, PERSISTENT)                                           \
-    extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1) NAME(HG_ARGS) { \
-        hg_ws<BN, STAGES, PERSISTENT, 2>(map_a, map_b, C, M, N, K);                           \
-    }
-
-HG_PLAIN(hg_plain_128, 128, 6)
-HG_PLAIN(hg_plain_256, 256, 4)
-HG_WS(hg_ws_128, 128, 6, false)
-HG_WS(hg_ws_256, 256, 4, false)
-HG_WS(hg_ws_persistent_128, 128, 6, true)
-HG_WS(hg_ws_persistent_256, 256, 4, true)
-HG_WS_CLUSTER(hg_ws_cluster_256, 256, 4, false)
-HG_WS_CLUSTER(hg_ws_cluster_persistent_256, 256, 4, true)
 extern "C" __global__ void __launch_bounds__(256) hg_split_sum(const float* W, float* C, long long mn, int splits) {
     split_sum(W, C, mn, splits);
 }
-// --8<-- [end:hg_instances]
+// --8<-- [end:hg_split_sum]
