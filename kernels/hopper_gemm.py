@@ -308,12 +308,12 @@ def to_fp8(x, fmt: str = "fp8_e4m3"):
     top = FP8[fmt][2]
     amax = float(cp.abs(x).max()) if x.size else 0.0
     scale = float(2.0 ** np.ceil(np.log2(amax / top))) if amax > 0 else 1.0
-    values = round_fp8(x / scale, fmt)  # float16, on the FP8 grid
+    values = round_fp8(x / scale, fmt).astype(cp.float32)  # on the FP8 grid (exact in float16 and float32)
     man, bias = FP8_BITS[fmt]
     pack = cp.ElementwiseKernel(
-        "float16 x, int32 man, int32 bias", "uint8 b",
+        "float32 x, int32 man, int32 bias", "uint8 b",
         """
-        float v = fabsf(__half2float(x));
+        float v = fabsf(x);
         unsigned code = 0;
         if (v > 0.0f) {
             int e;
@@ -324,7 +324,7 @@ def to_fp8(x, fmt: str = "fp8_e4m3"):
                 code = ((unsigned)(e - 1 + bias) << man) | (unsigned)rintf((ldexpf(v, 1 - e) - 1.0f) * (1 << man));
             }
         }
-        b = (unsigned char)(code | (signbit(__half2float(x)) ? 0x80u : 0u));
+        b = (unsigned char)(code | (signbit(x) ? 0x80u : 0u));
         """, "to_fp8_bits")
     return pack(values, np.int32(man), np.int32(bias)), scale
 # --8<-- [end:to_fp8]
