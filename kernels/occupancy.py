@@ -181,9 +181,10 @@ def all_cupy_kernels(cc: tuple[int, int] = (9, 0)) -> list[tuple[str, object]]:
     from .device import all_cuda_builds
 
     out = []
-    for build in all_cuda_builds(cc):
-        mod = build.module()
-        out += [(f"{build.source[:-3]}/{name}", mod.get_function(name)) for name in cuda_entry_points(build.source)]
+    for build in all_cuda_builds(cc):  # a source built several ways (-D options) names each build
+        mod, tag = build.module(), "".join(f"[{o[2:]}]" for o in build.options if o.startswith("-D"))
+        out += [(f"{build.source[:-3]}{tag}/{name}", mod.get_function(name))
+                for name in cuda_entry_points(build.source)]
     for cfg in matmul.CONFIGS:
         out.append((f"matmul/{matmul.config_name(cfg)}", matmul.warptiled_config_kernel(cfg)))
     for cfg in tensor_cores.TC_CONFIGS:

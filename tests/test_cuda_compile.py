@@ -30,13 +30,15 @@ def nvcc():
 
 @functools.cache
 def builds(cc: tuple[int, int] = (9, 0)) -> dict:
-    """source name -> its build for compute capability cc (one each)."""
+    """source name -> its builds for compute capability cc: one, or one per
+    set of options its owner compiles it with (hopper_gemm.cu: a build per
+    number format), never the same one twice."""
     from kernels.device import all_cuda_builds
 
-    out = {}
+    out: dict[str, list] = {}
     for b in all_cuda_builds(cc):
-        assert b.source not in out, f"{b.source} is built twice"
-        out[b.source] = b
+        assert all(b.options != o.options for o in out.get(b.source, [])), f"{b.source} is built twice alike"
+        out.setdefault(b.source, []).append(b)
     return out
 
 
@@ -44,13 +46,14 @@ def test_there_are_cuda_sources():
     assert SOURCES
 
 
-def test_every_source_has_one_build():
-    """Each kernels/cuda source is compiled one way for a GPU (its owner's
-    cuda_builds, else as it is); the compiles below give nvcc that text
+def test_every_source_has_its_builds():
+    """Each kernels/cuda source is compiled for a GPU as its owner's
+    cuda_builds says, else as it is; the compiles below give nvcc that text
     alone in an empty folder, as NVRTC sees it: a quoted #include left in
     it fails there (attention.cu's did, on the GPU only, in the occupancy
     check)."""
     assert set(builds()) == {s.name for s in SOURCES}
+    assert [len(builds()["hopper_gemm.cu"]), len(builds()["vector_add.cu"])] == [4, 1]  # FP16, BF16, two FP8s
 
 
 def test_a_plain_build_compiles_as_the_examples_load_cuda_does():
@@ -83,20 +86,20 @@ def test_compiles_for_sm90_as_its_wrapper_does_without_spills(src):
     register pressure), which must."""
     from kernels import sass
 
-    build = builds()[src.name]
-    rc, report, _ = sass.nvcc(build.code, [*build.nvcc_flags("sm_90"), "-Xptxas", "-v", "-Werror", "all-warnings"],
-                              output="o")
-    assert rc == 0, report
-    props = {m.group(1): (m.group(2), m.group(3)) for m in PROPS.finditer(report)}
-    assert props, f"no ptxas report:\n{report}"
-    expected = set(EXPECT_SPILLS.findall(src.read_text()))
-    for name, spill in props.items():
-        if name in expected:
-            assert spill != ("0", "0"), f"{name} is marked EXPECT_SPILLS but does not spill"
-        else:
-            assert spill == ("0", "0"), f"{name} spills registers:\n{report}"
-    assert expected <= set(props), f"EXPECT_SPILLS names unknown kernels: {expected - set(props)}"
-    assert "warning" not in report.lower(), report
+    for build in builds()[src.name]:
+        flags = build.nvcc_flags("sm_90")
+        rc, report, _ = sass.nvcc(build.code, [*flags, "-Xptxas", "-v", "-Werror", "all-warnings"], output="o")
+        assert rc == 0, (flags, report)
+        props = {m.group(1): (m.group(2), m.group(3)) for m in PROPS.finditer(report)}
+        assert props, f"no ptxas report ({flags}):\n{report}"
+        expected = set(EXPECT_SPILLS.findall(src.read_text()))
+        for name, spill in props.items():
+            if name in expected:
+                assert spill != ("0", "0"), f"{name} is marked EXPECT_SPILLS but does not spill"
+            else:
+                assert spill == ("0", "0"), f"{name} spills registers ({flags}):\n{report}"
+        assert expected <= set(props), f"EXPECT_SPILLS names unknown kernels: {expected - set(props)}"
+        assert "warning" not in report.lower(), report
 
 
 @pytest.mark.gpu
@@ -107,11 +110,11 @@ def test_compiles_with_nvrtc_for_this_gpu_as_its_wrapper_does(src):
     from kernels.device import device_info
     from kernels.occupancy import cuda_entry_points
 
-    build = builds(device_info(0)["cc"])[src.name]
-    module = build.module()
-    module.compile()
-    for name in cuda_entry_points(src.name):
-        module.get_function(name)
+    for build in builds(device_info(0)["cc"])[src.name]:
+        module = build.module()
+        module.compile()
+        for name in cuda_entry_points(src.name):
+            module.get_function(name)
 
 
 def test_spill_check_sees_a_spill(tmp_path):

@@ -171,8 +171,9 @@ def claims(data: dict) -> None:
     r = {(x["variant"], x["shape"][0]): x for x in rows}
     for n in SIZES:
         best = max((x for x in rows if x["impl"] == "cupy" and x["shape"][0] == n), key=lambda x: x["paired_ratio"])
-        assert harness.against(best, 1.0) == "below", n     # short runs: every round behind cuBLAS ...
-        assert harness.against(best, 0.85) == "above", n    # ... but by less than 15 %
+        # short runs: at 4096^3 every round behind cuBLAS, at 8192^3 level with it (rounds on both sides) ...
+        assert harness.against(best, 1.0) == {4096: "below", 8192: "level"}[n], n
+        assert harness.against(best, 0.85) == "above", n    # ... and never 15 % behind
         assert 0.95 <= best["sustained_ratio"] <= 1.02, n   # over seconds, at the power-limited clock: within 5 %
         assert best["energy_ratio"] <= 1.06, n              # about the same energy per FLOP
         for family in ("hg_plain", "hg_ws", "hg_ws_persistent"):       # BN = 256 ahead in every family

@@ -349,12 +349,17 @@ def fit(data: dict, min_ms: float = KERNEL_BOUND_MS) -> dict:
 def claims(data: dict) -> None:
     """docs/warp-specialization*.md, section "gemm-shapes": the planner's
     picks, and what the table and plot show against the goals."""
+    from .. import harness
+
     rows = [r for r in results.select(data, TOPIC) if not r.get("tuning")]
     assert {tuple(r["shape"]) for r in rows} == set(SHAPES)
     assert all(r["rel_err"] < REL_TOL_FMT[r["format"]] * max(1.0, math.sqrt(r["shape"][2] / 1024))
                for r in results.select(data, TOPIC))
     for shape, picked, best in picks(data):  # the model's pick is close to the fastest candidate
         assert picked["ms"] <= 1.15 * best["ms"], (shape, picked["variant"], best["variant"])
+        if shape == [8192, 8192, 8192]:  # where the persistent pick loses to hg_ws_256 by about a tenth
+            assert picked["kernel"] == "hg_ws_persistent_256" and best["variant"] == "hg_ws_256/split1"
+            assert picked["ms"] > 1.05 * best["ms"]
     auto = {(tuple(r["shape"]), r["format"]): r for r in rows if r["variant"].startswith("auto_")}
     one = {tuple(r["shape"]): r for r in rows if r["variant"] == BASELINE}
     for (shape, fmt), r in auto.items():
@@ -362,7 +367,38 @@ def claims(data: dict) -> None:
             assert r["paired_ratio"] >= 0.97 * one[shape]["paired_ratio"], shape
     # K long and M N small: the planner splits K and gains most there
     assert auto[(1024, 1024, 16384), "fp16"]["splits"] > 1
-    assert auto[(1024, 1024, 16384), "fp16"]["paired_ratio"] > 1.5 * one[1024, 1024, 16384]["paired_ratio"]
+    assert auto[(1024, 1024, 16384), "fp16"]["paired_ratio"] > 2.5 * one[1024, 1024, 16384]["paired_ratio"]
+    assert one[1024, 1024, 16384]["paired_ratio"] < 0.4  # the one kernel: about a third of cuBLAS
+    # rows of 14000 bytes: a cluster kernel (multicast halves Bt's rows), far ahead of the one kernel
+    odd = (5000, 3000, 7000)
+    assert auto[odd, "fp16"]["kernel"] == auto[odd, "bf16"]["kernel"] == "hg_ws_cluster_persistent_256"
+    tuned = [r for r in results.select(data, TOPIC) if r.get("tuning") and tuple(r["shape"]) == odd]
+    fastest = {c: min(r["ms"] for r in tuned if ("cluster" in r["kernel"]) == c) for c in (True, False)}
+    assert fastest[True] * 1.2 < fastest[False]
+    assert auto[odd, "fp16"]["paired_ratio"] > 1.3 * one[odd]["paired_ratio"]
+    # the goals: >= 0.90 x cuBLAS on every shape but that one, in both formats; the geometric
+    # mean about 0.95 (short of 0.97); level with cuBLAS at 8192^3, behind at 4096^3
+    for fmt in ("fp16", "bf16"):
+        got = {s: r for (s, f), r in auto.items() if f == fmt}
+        assert all(r["paired_ratio"] >= 0.9 for s, r in got.items() if s != odd), fmt
+        assert got[odd]["paired_ratio"] < 0.9, fmt
+        geomean = math.exp(sum(math.log(r["paired_ratio"]) for r in got.values()) / len(got))
+        assert 0.94 <= geomean < 0.97, (fmt, geomean)
+        assert harness.against(got[8192, 8192, 8192], 1.0) == "level", fmt
+        assert harness.against(got[4096, 4096, 4096], 1.0) == "below", fmt
+    # FP8 E4M3 against torch._scaled_mm (cuBLASLt): level at 8192^3, ahead at 4096^3; our error is
+    # its fast-accumulation mode's (wgmma's FP8 accumulation, never promoted to FP32), about ten
+    # times the error of its default, which promotes
+    fp8 = {(tuple(r["shape"]), r["variant"]): r for r in results.select(data, TOPIC) if r["format"] == "fp8_e4m3"}
+    if fp8:  # torch imported in the run that measured them
+        big, small = (8192,) * 3, (4096,) * 3
+        assert harness.against(fp8[big, "auto_fp8_e4m3"], 1.0) == "level"
+        assert harness.against(fp8[big, "auto_fp8_e4m3"], 0.9) == "above"
+        assert harness.against(fp8[small, "auto_fp8_e4m3"], 1.0) == "above"
+        for s in (big, small):
+            ours, fast, default = (fp8[s, v]["rel_err"] for v in ("auto_fp8_e4m3", "scaled_mm_fast_fp8_e4m3",
+                                                                  "scaled_mm_fp8_e4m3"))
+            assert math.isclose(ours, fast, rel_tol=0.02) and ours > 10 * default, s
 
 
 def sanitize() -> None:
