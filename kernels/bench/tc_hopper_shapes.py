@@ -235,8 +235,8 @@ def shape_label(shape) -> str:
 
 
 PLOT_WORDS = {
-    "Hopper GEMM across shapes, ratio to cuBLAS": "各种形状下的 Hopper GEMM（与 cuBLAS 之比）",
-    "one kernel (persistent, BN 256), FP16": "固定核函数（常驻，BN 256），FP16",
+    "Hopper GEMM across shapes, ratio to cuBLAS": "各种形状下本章的矩阵乘法与 cuBLAS 之比",
+    "one kernel (persistent, BN 256), FP16": "固定核函数（常驻，分块宽 256），FP16",
     "planned (kernel + split-K by shape), FP16": "按形状规划（核函数 + K 切分），FP16",
     "planned, BF16": "按形状规划，BF16",
     "ratio to cuBLAS (paired rounds)": "与 cuBLAS 之比（逐轮配对）",
