@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import results
-from . import plotting
+from . import fitting, plotting
 
 TOPIC = "matmul_shapes"
 ORDER = 51
@@ -193,16 +193,7 @@ def fit(data: dict, min_ms: float = KERNEL_BOUND_MS) -> dict:
                    for r in recs) / len(recs)
 
     try:
-        before = loss()
-        for _ in range(40):
-            for knob in knobs:
-                best_loss, best = loss(), value(knob)
-                for f in (0.6, 0.8, 0.9, 0.95, 1.05, 1.1, 1.25, 1.6):
-                    value(knob, best * f)
-                    if (trial := loss()) < best_loss:
-                        best_loss, best = trial, best * f
-                    value(knob, best)
-        after = loss()
+        before, after = fitting.descend(loss, knobs, value, value)
     finally:
         for n, v in shipped.items():
             setattr(mm, n, v)

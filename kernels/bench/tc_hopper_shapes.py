@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import results
-from . import plotting
+from . import fitting, plotting
+from .matmul_shapes import shape_label
 
 TOPIC = "tc_hopper_shapes"
 ORDER = 48  # after tc_hopper_gemm
@@ -229,11 +230,6 @@ def rel_err_bound(r: dict) -> float:
     return REL_TOL_FMT[r["format"]] * max(1.0, math.sqrt(r["shape"][2] / 1024))
 
 
-def shape_label(shape) -> str:
-    M, N, K = shape
-    return f"{M}³" if M == N == K else f"{M}×{N}×{K}"
-
-
 PLOT_WORDS = {
     "Hopper GEMM across shapes, ratio to cuBLAS": "各种形状下本章的矩阵乘法与 cuBLAS 之比",
     "one kernel (persistent, BN 256), FP16": "固定核函数（常驻，分块宽 256），FP16",
@@ -333,16 +329,8 @@ def fit(data: dict, min_ms: float = KERNEL_BOUND_MS) -> dict:
                                           r["sms"])) - math.log(r["ms"] * 1e3)) ** 2 for r in recs) / len(recs)
 
     try:
-        before = loss()
-        for _ in range(40):
-            for knob in knobs:
-                best_loss, best = loss(), get(knob)
-                for f in (0.5, 0.7, 0.85, 0.95, 1.05, 1.15, 1.4, 2.0):
-                    put(knob, max(best * f, 1e-4))
-                    if (trial := loss()) < best_loss:
-                        best_loss, best = trial, get(knob)
-                    put(knob, best)
-        after = loss()
+        before, after = fitting.descend(loss, knobs, get, put, factors=(0.5, 0.7, 0.85, 0.95, 1.05, 1.15, 1.4, 2.0),
+                                        floor=1e-4)
     finally:
         for n, v in shipped.items():
             setattr(hg, n, v)
