@@ -13,8 +13,10 @@
 # Shown here: the float64 reference; the naive version; two FP32 fused
 # kernels of the ladder (one query row per thread; register-blocked and fed
 # by cp.async, at its default tile); the FP16 kernel on the Tensor Cores
-# (mma.sync, FlashAttention-2 style); the one-row-per-thread kernel again in
-# Numba. Each is checked against float64 at N = 1, 100 and 1000, d = 64 and
+# (mma.sync, FlashAttention-2 style); on Hopper, the FlashAttention-3 style
+# kernel (TMA, wgmma, a producer warp) and its ladder, FP16 and BF16; the
+# one-row-per-thread kernel again in Numba. Each is checked against float64
+# at N = 1, 100 and 1000 (the Hopper kernels: 1, 77, 1000), d = 64 and
 # 128, causal or not, with its output poisoned with NaN, and on logits near
 # 1e4 (exp overflows float32 unless each row's maximum is subtracted first);
 # the script exits non-zero on a wrong answer. On a GPU it then times them.
@@ -25,10 +27,11 @@
 #     python attention.py --size 1000     # time N = 1000
 #     python attention.py --impl numba    # only the Numba kernel
 #
-# Copy with it: kernels/cuda/attention.cu and kernels/cuda/tensor_cores.cu
-# (beside this file). Needs numpy and numba(-cuda); cupy for the naive
-# version and the CUDA C kernels. The FP16 kernel needs compute capability
-# 8.0 or newer. Without a GPU the Numba kernel runs in Numba's CUDA simulator
+# Copy with it: kernels/cuda/attention.cu, kernels/cuda/tensor_cores.cu,
+# kernels/cuda/hopper_attention.cu and kernels/cuda/hopper_gemm.cu (beside
+# this file). Needs numpy and numba(-cuda); cupy for the naive version and
+# the CUDA C kernels. The FP16 kernel needs compute capability 8.0 or newer,
+# the Hopper kernels sm_90a (an H100 or H200). Without a GPU the Numba kernel runs in Numba's CUDA simulator
 # (at N of a few dozen: one Python thread per GPU thread) and the CuPy part
 # is skipped.
 
@@ -364,6 +367,139 @@ def attention_fused_fp16(q, k, v, causal=False, out=None):
 
 
 # %% [markdown]
+# ## On Hopper: TMA, wgmma and a producer warp
+#
+# hopper_attention.cu (sm_90a: an H100 or H200) in the style of
+# FlashAttention-3. TMA copies Q once and K and V tiles of 128 keys into a
+# two-slot ring, with mbarriers counting the bytes; wgmma computes S = Q K^T
+# from shared memory and O += P V with P from registers (the accumulator of
+# S is already laid out as wgmma's A operand) and V from shared memory as
+# loaded. The ladder: `ha_plain` (one warpgroup), `ha_ws` (a producer warp,
+# two consumer warpgroups, setmaxnreg), `ha_pingpong` (the consumers take
+# turns at the Tensor Cores), `ha_overlap` (the softmax of one tile beside
+# the P V of the last). NVRTC compiles it after the barrier, TMA and wgmma
+# helpers of hopper_gemm.cu; -DHG_BF16 makes it BF16 (bit patterns in
+# uint16, as CuPy has no bfloat16). The output has the inputs' format.
+
+# %%
+# --8<-- [start:hopper_attention]
+import ctypes
+import functools
+import math
+
+import numpy as np
+
+# kernel -> (threads, query rows per block), as instantiated in hopper_attention.cu
+HOPPER_KERNELS = {"ha_plain": (128, 64), "ha_ws": (384, 128), "ha_pingpong": (384, 128), "ha_overlap": (384, 128)}
+HA_BN, HA_STAGES = 128, 2  # keys per tile, slots of the K and V ring
+TMAP = np.dtype([("v", "<u8", (16,))])  # a CUtensorMap: 128 opaque bytes, passed by value
+
+
+@functools.cache
+def load_hopper_attention(bf16=False):
+    """hopper_gemm.cu up to the end of its hg_wgmma section, then
+    hopper_attention.cu, compiled for sm_90a by NVRTC (once per format)."""
+    import cupy as cp
+
+    gemm = find_cuda_source("hopper_gemm.cu").read_text()
+    source = gemm[:gemm.index("// --8<-- [end:hg_wgmma]")] + find_cuda_source("hopper_attention.cu").read_text()
+    return cp.RawModule(code=source, options=("-arch=sm_90a", "--std=c++17") + (("-DHG_BF16",) if bf16 else ()))
+
+
+def tensor_map_3d(x, box_rows):
+    """The TMA descriptor of a (BH, N, d) CuPy array of 16-bit values: boxes
+    of 64 columns x box_rows rows of one head, 128-byte swizzle, zeros read
+    past row N. Encoded by the driver's cuTensorMapEncodeTiled (ctypes)."""
+    bh, n, d = x.shape
+    raw = np.zeros(24, dtype=np.uint64)  # room for a 64-byte aligned 128-byte map
+    start = (-raw.ctypes.data % 64) // 8
+    out = raw[start:start + 16]
+    u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+    err = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled(
+        ctypes.c_void_p(out.ctypes.data), ctypes.c_int(6), u32(3), ctypes.c_void_p(x.data.ptr),  # 6: 16-bit float
+        (u64 * 3)(d, n, bh),               # sizes, innermost first
+        (u64 * 2)(2 * d, 2 * d * n),       # strides in bytes of a row and of a head
+        (u32 * 3)(64, box_rows, 1), (u32 * 3)(1, 1, 1),
+        ctypes.c_int(0), ctypes.c_int(3), ctypes.c_int(3), ctypes.c_int(0))  # 128-byte swizzle, L2 256 B, zeros
+    if err != 0:
+        raise RuntimeError(f"cuTensorMapEncodeTiled failed: CUresult {err}")
+    return np.frombuffer(out.tobytes(), dtype=TMAP)[0]
+
+
+def hopper_attention(q, k, v, causal=False, out=None, *, kernel="ha_overlap"):
+    """O = softmax(Q K^T / sqrt(d)) V: q, k, v float16 (FP16) or uint16 (BF16
+    bit patterns) CuPy arrays (BH, N, d) or (B, H, N, d), C-contiguous,
+    16-byte aligned; out of the same dtype and shape (None: a new array).
+    Needs sm_90a. Returns out."""
+    import cupy as cp
+
+    if q.dtype not in (np.float16, np.uint16):
+        raise TypeError(f"q must have dtype float16 or uint16 (BF16 bits), got {q.dtype}")
+    causal = check_causal(causal)
+    bh, n, d = check_qkv(q, k, v, out, dtype=q.dtype, out_dtype=q.dtype, align=16)
+    if kernel not in HOPPER_KERNELS:
+        raise ValueError(f"kernel must be one of {tuple(HOPPER_KERNELS)}, got {kernel!r}")
+    if cp.cuda.Device(q.device.id).compute_capability != "90":
+        raise RuntimeError("the Hopper attention kernel needs sm_90a (TMA, wgmma, setmaxnreg): an H100 or H200")
+    if out is None:
+        out = cp.empty_like(q)
+    threads, bm = HOPPER_KERNELS[kernel]
+    # Q (BM x d), a ring of K and V tiles (HA_BN x d each), 4 mbarriers per slot and Q's, alignment slack
+    smem = (bm * d + 2 * HA_STAGES * HA_BN * d) * 2 + (4 * HA_STAGES + 1) * 8 + 1024
+    kern = load_hopper_attention(q.dtype == np.uint16).get_function(f"{kernel}_d{d}")
+    kern.max_dynamic_shared_size_bytes = smem
+    maps = [tensor_map_3d(x.reshape(bh, n, d), rows) for x, rows in ((q, bm), (k, HA_BN), (v, HA_BN))]
+    scale_log2 = np.float32(math.log2(math.e) / math.sqrt(d))  # the softmax runs in base 2
+    kern((-(-n // bm), bh), (threads,), (*maps, out, np.int32(n), scale_log2, np.int32(causal)), shared_mem=smem)
+    return out
+
+
+def to_bf16_bits(x):
+    """float32 host array -> its BF16 bit patterns (uint16), rounded to nearest even."""
+    b = np.asarray(x, dtype=np.float32).view(np.uint32)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bf16_bits(b):
+    return (np.asarray(b).astype(np.uint32) << 16).view(np.float32)
+
+
+def check_hopper_attention(kernel, sizes=(1, 77, 1000), ds=(64, 128)):
+    """One of HOPPER_KERNELS, FP16 and BF16, against float64 of the 16-bit
+    inputs' values at every N in sizes, d in ds, causal or not, the output
+    poisoned with NaN, and once at N = 300 with logits near 600. Raises
+    AssertionError on a wrong answer; returns the largest relative error."""
+    import cupy as cp
+
+    worst = 0.0
+    cases = [(n, d, 1.0) for n in sizes for d in ds] + [(300, 64, 25.0)]
+    for fmt, tol in (("fp16", 4e-3), ("bf16", 3e-2)):
+        for n, d, scale in cases:
+            host = attention_inputs(2, n, d, seed=n + d, scale=scale)
+            if fmt == "fp16":
+                bits = [x.astype(np.float16) for x in host]
+                vals = [b.astype(np.float32) for b in bits]
+            else:
+                bits = [to_bf16_bits(x) for x in host]
+                vals = [from_bf16_bits(b) for b in bits]
+                for x, val in zip(host, vals):  # rounded to nearest: within half a unit of BF16's last place
+                    assert (np.abs(val - x) <= np.abs(x) * 2.0**-8).all(), "to_bf16_bits does not round to nearest"
+            q, k, v = (cp.asarray(b) for b in bits)
+            for causal in (False, True):
+                out = cp.full(q.shape, 0x7E00 if fmt == "fp16" else 0x7FC0, dtype=q.dtype)  # NaN in either format
+                hopper_attention(q, k, v, causal, out, kernel=kernel)
+                got = cp.asnumpy(out)
+                got = got.astype(np.float32) if fmt == "fp16" else from_bf16_bits(got)
+                err = rel_err(got, attention_reference(*vals, causal))
+                if not (np.isfinite(got).all() and err < tol):
+                    raise AssertionError(f"{kernel} {fmt} at N={n}, d={d}, causal={causal}, scale {scale:g}: "
+                                         f"relative error {err:.1e}")
+                worst = max(worst, err)
+    return worst
+# --8<-- [end:hopper_attention]
+
+
+# %% [markdown]
 # ## The same idea in Numba
 #
 # A copy of the handbook's kernel (kernels/attention.py): one query row per
@@ -687,6 +823,11 @@ def main(argv=None):
             continue
         err, big = check_attention(kernel), check_attention(kernel, sizes=(300,), scale=100.0, bh=2)
         print(f"cupy {kernel}: max relative error {err:.1e}, {big:.1e} on logits near 1e4")
+    if cp.cuda.Device().compute_capability == "90":
+        for kernel in HOPPER_KERNELS:
+            print(f"cupy {kernel}: max relative error {check_hopper_attention(kernel):.1e} (FP16 and BF16)")
+    else:
+        print("cupy Hopper kernels: skipped (they need sm_90a: an H100 or H200)")
     for d in D_VALUES:
         time_attention(n, d)
 

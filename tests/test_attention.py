@@ -327,6 +327,15 @@ EXAMPLE_FAULTS = [
      "np.float32(math.log2(math.e) / math.sqrt(d))  # the kernels' softmax",
      "np.float32(1.0 / math.sqrt(d))  # the kernels' softmax",
      "cupy"),
+    # the Hopper kernel: P's two values of a register swapped; its causal mask dropped
+    ("hopper_attention.cu",
+     "pack_half2(s[8 * kc + 2 * r], s[8 * kc + 2 * r + 1])",
+     "pack_half2(s[8 * kc + 2 * r + 1], s[8 * kc + 2 * r])",
+     "cupy"),
+    ("hopper_attention.cu",
+     "if (col >= N || (causal && col > row0 + 8 * h))",
+     "if (col >= N)",
+     "cupy"),
 ]
 
 
