@@ -389,8 +389,10 @@ import math
 
 import numpy as np
 
-# kernel -> (threads, query rows per block), as instantiated in hopper_attention.cu
+# kernel -> (threads, query rows per block), as instantiated in hopper_attention.cu; at d = 64
+# ha_overlap runs three consumer warpgroups: 512 threads, 192 rows
 HOPPER_KERNELS = {"ha_plain": (128, 64), "ha_ws": (384, 128), "ha_pingpong": (384, 128), "ha_overlap": (384, 128)}
+HOPPER_D64 = {"ha_overlap": (512, 192)}
 HA_BN, HA_STAGES = 128, 2  # keys per tile, slots of the K and V ring
 TMAP = np.dtype([("v", "<u8", (16,))])  # a CUtensorMap: 128 opaque bytes, passed by value
 
@@ -443,7 +445,7 @@ def hopper_attention(q, k, v, causal=False, out=None, *, kernel="ha_overlap"):
         raise RuntimeError("the Hopper attention kernel needs sm_90a (TMA, wgmma, setmaxnreg): an H100 or H200")
     if out is None:
         out = cp.empty_like(q)
-    threads, bm = HOPPER_KERNELS[kernel]
+    threads, bm = HOPPER_D64.get(kernel, HOPPER_KERNELS[kernel]) if d == 64 else HOPPER_KERNELS[kernel]
     # Q (BM x d), a ring of K and V tiles (HA_BN x d each), 4 mbarriers per slot and Q's, alignment slack
     smem = (bm * d + 2 * HA_STAGES * HA_BN * d) * 2 + (4 * HA_STAGES + 1) * 8 + 1024
     kern = load_hopper_attention(q.dtype == np.uint16).get_function(f"{kernel}_d{d}")

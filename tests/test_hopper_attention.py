@@ -23,11 +23,14 @@ NAN16 = {"fp16": 0x7E00, "bf16": 0x7FC0}  # a NaN in each 16-bit format
 
 def test_every_kernel_is_instantiated_and_fits():
     text = ha.CUDA_SOURCE.read_text()
-    for name, (threads, bm, stages) in ha.KERNELS.items():
+    for name in ha.KERNELS:
         for d in (64, 128):
+            threads, bm, stages = ha.launch_shape(name, d)
             assert ha.smem_bytes(name, d) <= 227 * 1024, (name, d)
-            assert f"HA_KERNEL({name}_d{d}, {threads}, {d}, {stages}, " in text, (name, d)
-        assert bm == (64 if threads == 128 else 128)
+            consumers = max(1, threads // 128 - 1)
+            assert f"HA_KERNEL({name}_d{d}, {threads}, {d}, {stages}, {str(threads > 128).lower()}, {consumers}, " \
+                in text, (name, d)
+            assert bm == 64 * consumers
 
 
 def test_source_is_the_gemm_helpers_then_the_kernel():

@@ -23,7 +23,8 @@
 //   ha_pingpong    + named barriers take turns between the consumers: one
 //                  issues its matrix products while the other does softmax
 //   ha_overlap     + within a warpgroup, the softmax of tile j runs while
-//                  the wgmma of P(j-1) V(j-1) is still in flight
+//                  the wgmma of P(j-1) V(j-1) is still in flight; at d = 64
+//                  three consumers (192 rows) take turns
 #include <cuda_fp16.h>
 
 // --8<-- [start:ha_helpers]
@@ -121,12 +122,12 @@ struct HaSmem {  // Q, then the ring of K and V tiles, then the barriers; 1024-b
 };
 
 // WS: warpgroup 0 is a producer (one thread issues every copy), warpgroups 1
-// and 2 consume; else one warpgroup does both. PINGPONG and OVERLAP need WS.
-template <int D, int STAGES, bool WS, bool PINGPONG, bool OVERLAP>
+// ... CONSUMERS consume; else one warpgroup does both. PINGPONG and OVERLAP need WS.
+template <int D, int STAGES, bool WS, int CONSUMERS, bool PINGPONG, bool OVERLAP>
 __device__ __forceinline__ void ha_forward(const TmaDesc& map_q, const TmaDesc& map_k, const TmaDesc& map_v,
                                            unsigned* __restrict__ O, int N, float scale_log2, int causal) {
-    static_assert(WS || (!PINGPONG && !OVERLAP), "ping-pong and overlap need the producer warp");
-    constexpr int CONSUMERS = WS ? 2 : 1;
+    static_assert(WS || (CONSUMERS == 1 && !PINGPONG && !OVERLAP), "one warpgroup, or a producer and consumers");
+    static_assert(!PINGPONG || CONSUMERS > 1, "ping-pong needs two consumers or more");
     using S = HaSmem<D, STAGES, CONSUMERS>;
     constexpr int BM = S::BM, KV_BYTES = S::TILE_KV * 2;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -183,7 +184,8 @@ __device__ __forceinline__ void ha_forward(const TmaDesc& map_q, const TmaDesc& 
         }
         return;
     }
-    if (WS) asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+    if (WS && CONSUMERS == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+    if (WS && CONSUMERS == 3) asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n");  // 24 + 3 x 160 <= 512
     if (!WS && threadIdx.x == 0) {  // one warpgroup: thread 0 fills the ring first
         load_q();
         for (int j = 0; j < min(STAGES, tiles); ++j) load_kv(j);
@@ -281,16 +283,16 @@ __device__ __forceinline__ void ha_forward(const TmaDesc& map_q, const TmaDesc& 
         if (!WS && threadIdx.x == 0 && j + STAGES < tiles) load_kv(j + STAGES);  // one warpgroup: refill
     };
     // Ping-pong: consumer c issues its wgmmas after named barrier 1 + c, then
-    // arrives on the other's; consumer 1 lets consumer 0 start. The last
-    // arrive of consumer 1 is left out, so every barrier ends balanced.
+    // arrives on the next one's (a ring); the last consumer lets consumer 0
+    // start, and leaves out its own last arrive, so every barrier ends balanced.
     int turn = 0;
     auto my_turn = [&]() {
         if (PINGPONG) named_sync(1 + c, 256);
     };
     auto your_turn = [&]() {
-        if (PINGPONG && !(c == 1 && ++turn == tiles)) named_arrive(2 - c, 256);
+        if (PINGPONG && !(c == CONSUMERS - 1 && ++turn == tiles)) named_arrive(1 + (c + 1) % CONSUMERS, 256);
     };
-    if (PINGPONG && c == 1) named_arrive(1, 256);
+    if (PINGPONG && c == CONSUMERS - 1) named_arrive(1, 256);
 
     mbar_wait(full_q, 0);
     if (!OVERLAP) {
@@ -354,16 +356,18 @@ __device__ __forceinline__ void ha_forward(const TmaDesc& map_q, const TmaDesc& 
 // --8<-- [start:ha_instances]
 #define HA_ARGS const __grid_constant__ TmaDesc map_q, const __grid_constant__ TmaDesc map_k, \
                 const __grid_constant__ TmaDesc map_v, unsigned* O, int N, float scale_log2, int causal
-#define HA_KERNEL(NAME, THREADS, D, STAGES, WS, PINGPONG, OVERLAP)                                  \
-    extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(HA_ARGS) {                        \
-        ha_forward<D, STAGES, WS, PINGPONG, OVERLAP>(map_q, map_k, map_v, O, N, scale_log2, causal); \
+#define HA_KERNEL(NAME, THREADS, D, STAGES, WS, CONSUMERS, PINGPONG, OVERLAP)                                  \
+    extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(HA_ARGS) {                                   \
+        ha_forward<D, STAGES, WS, CONSUMERS, PINGPONG, OVERLAP>(map_q, map_k, map_v, O, N, scale_log2, causal); \
     }
-HA_KERNEL(ha_plain_d64, 128, 64, 2, false, false, false)
-HA_KERNEL(ha_plain_d128, 128, 128, 2, false, false, false)
-HA_KERNEL(ha_ws_d64, 384, 64, 2, true, false, false)
-HA_KERNEL(ha_ws_d128, 384, 128, 2, true, false, false)
-HA_KERNEL(ha_pingpong_d64, 384, 64, 2, true, true, false)
-HA_KERNEL(ha_pingpong_d128, 384, 128, 2, true, true, false)
-HA_KERNEL(ha_overlap_d64, 384, 64, 2, true, true, true)
-HA_KERNEL(ha_overlap_d128, 384, 128, 2, true, true, true)
+HA_KERNEL(ha_plain_d64, 128, 64, 2, false, 1, false, false)
+HA_KERNEL(ha_plain_d128, 128, 128, 2, false, 1, false, false)
+HA_KERNEL(ha_ws_d64, 384, 64, 2, true, 2, false, false)
+HA_KERNEL(ha_ws_d128, 384, 128, 2, true, 2, false, false)
+HA_KERNEL(ha_pingpong_d64, 384, 64, 2, true, 2, true, false)
+HA_KERNEL(ha_pingpong_d128, 384, 128, 2, true, 2, true, false)
+// d = 64: a tile's products take half as long, its softmax as long: a third
+// consumer (192 rows) keeps the Tensor Cores busy while two do their softmax
+HA_KERNEL(ha_overlap_d64, 512, 64, 2, true, 3, true, true)
+HA_KERNEL(ha_overlap_d128, 384, 128, 2, true, 2, true, true)
 // --8<-- [end:ha_instances]
