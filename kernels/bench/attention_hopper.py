@@ -313,14 +313,11 @@ def claims(data: dict) -> None:
     for (shape, fmt, causal), r in ours.items():
         goal = 0.85 if causal or shape[2] == 64 else 0.90  # the goals against cuDNN
         assert harness.against(r, goal) == "above", (shape, fmt, causal, r["paired_ratio"])
-        if shape[2] == 128:  # level with cuDNN or ahead, and >= 1.5 x FlashAttention-2
-            assert harness.against(r, 1.0) in ("level", "above"), (shape, fmt, causal)
-            assert r["vs_flash"] >= 1.5, (shape, fmt, causal)
-        else:  # d = 64: behind cuDNN in every round, ahead of the flash backend
-            assert harness.against(r, 1.0) == "below", (shape, fmt, causal)
-            assert r["vs_flash"] > 1.3, (shape, fmt, causal)
-    # ahead of cuDNN in every round somewhere: BF16, causal, d = 128
-    assert harness.against(ours[GOAL, "bf16", True], 1.0) == "above"
+        assert r["vs_flash"] >= 1.5, (shape, fmt, causal)  # and >= 1.5 x FlashAttention-2
+        if shape[2] == 128:  # level with cuDNN: rounds on both sides of 1.0
+            assert harness.against(r, 1.0) == "level", (shape, fmt, causal)
+        else:  # d = 64: level without the mask, behind in every round with it
+            assert harness.against(r, 1.0) == ("below" if causal else "level"), (shape, fmt, causal)
     # the ladder at the goal size: specialization the big step; ping-pong alone no faster;
     # the overlap inside the warpgroup the fastest; the mma.sync kernel under half its speed
     g = {s: by[GOAL, "fp16", False, s] for s in (*LADDER, "mma_sync")}
@@ -332,9 +329,9 @@ def claims(data: dict) -> None:
     g64 = {s: by[(32, 4096, 64), "fp16", False, s] for s in LADDER}
     assert abs(g64["ha_ws"]["ms"] / g64["ha_plain"]["ms"] - 1) < 0.05
     assert g64["ha_overlap"]["ms"] < 0.95 * min(g64[s]["ms"] for s in LADDER[:3])
-    # energy per useful FLOP at the goal size: at most cuDNN's, under half the mma.sync kernel's
+    # energy per useful FLOP at the goal size: within 5 % of cuDNN's, under half the mma.sync kernel's
     e = {s: by[GOAL, "fp16", False, s]["energy_j_per_gflop"] for s in ("ha_overlap", "sdpa_cudnn", "mma_sync")}
-    assert e["ha_overlap"] <= e["sdpa_cudnn"]
+    assert abs(e["ha_overlap"] / e["sdpa_cudnn"] - 1) < 0.05
     assert e["ha_overlap"] < 0.5 * e["mma_sync"]
     # the profile: the tensor pipe busiest in ha_overlap, about twice ha_plain's; the XU pipe
     # (ex2) under half busy in every step
