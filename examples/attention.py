@@ -404,7 +404,8 @@ def load_hopper_attention(bf16=False):
     import cupy as cp
 
     gemm = find_cuda_source("hopper_gemm.cu").read_text()
-    source = gemm[:gemm.index("// --8<-- [end:hg_wgmma]")] + find_cuda_source("hopper_attention.cu").read_text()
+    end = gemm.rindex("\n", 0, gemm.index("[end:hg_wgmma]")) + 1  # up to the end marker's line
+    source = gemm[:end] + find_cuda_source("hopper_attention.cu").read_text()
     return cp.RawModule(code=source, options=("-arch=sm_90a", "--std=c++17") + (("-DHG_BF16",) if bf16 else ()))
 
 
