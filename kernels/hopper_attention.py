@@ -69,8 +69,7 @@ def nvrtc_source() -> str:
     """hopper_gemm.cu up to the end of its hg_wgmma section (the barrier, TMA
     and wgmma helpers), then hopper_attention.cu."""
     gemm = GEMM_SOURCE.read_text()
-    end = gemm.rindex("\n", 0, gemm.index("[end:hg_wgmma]")) + 1  # up to the end marker's line
-    return gemm[:end] + CUDA_SOURCE.read_text()
+    return gemm[: gemm.index("// --8<-- [end:hg_wgmma]")] + CUDA_SOURCE.read_text()
 
 
 def cuda_builds(cc: tuple[int, int] = (9, 0)) -> list[CudaBuild]:
