@@ -452,8 +452,8 @@ def test_the_warp_specialization_tables_list_the_ladder_in_order(hook):
     assert list(TOPICS["warp_specialization"].WORDS["step"]) == ladder
     docs = Path(results.ROOT) / "docs"
     for page in ("warp-specialization.md", "warp-specialization.en.md"):
-        lines = [ln for ln in (docs / page).read_text().splitlines()
-                 if ln.startswith("<!-- results-table topic=warp_specialization ")]
+        lines = [m.group(0).strip() for m in hook.DIRECTIVE.finditer((docs / page).read_text())
+                 if m.group("kind") == "table" and m.group("args").startswith("topic=warp_specialization ")]
         assert len(lines) == 2, page
         for line in lines:
             out = hook.render(line, page, "en" if page.endswith(".en.md") else "zh", "nvidia-h200")
@@ -515,8 +515,9 @@ def test_the_spmv_results_are_one_table_grouped_by_matrix(hook):
     docs = Path(results.ROOT) / "docs"
     found = {}
     for page in ("algorithms.md", "algorithms.en.md"):
-        lines = [ln.strip() for ln in (docs / page).read_text().splitlines()  # a directive may sit in a tab
-                 if ln.strip().startswith("<!-- results-table topic=spmv ") and "group=" in ln and "where=" not in ln]
+        lines = [m.group(0).strip() for m in hook.DIRECTIVE.finditer((docs / page).read_text())  # as the hook finds them
+                 if m.group("kind") == "table" and "topic=spmv " in m.group("args")
+                 and "group=" in m.group("args") and "where=" not in m.group("args")]
         assert len(lines) == 1 and "group=family,n" in lines[0], (page, lines)
         found[page] = lines[0]
     assert found["algorithms.md"] == found["algorithms.en.md"]
