@@ -113,9 +113,15 @@ def hopper_gemm_plan(M: int, N: int, K: int, sms: int = 132) -> HgPlan:
 TMAP = np.dtype([("v", "<u8", (16,))])  # a CUtensorMap: 128 opaque bytes, passed by value
 
 
+EPI_BOX = (64, 32)  # rows x float32 columns of C a TMA store writes from shared memory
+
+
 def smem_bytes(kernel: str) -> int:
+    """The ring, the epilogue's buffers (the hg_ws kernels: two per consumer
+    warpgroup), the barriers, alignment slack."""
     bn, stages, _, _, _ = KERNELS[kernel]
-    return stages * (BM + bn) * BK * 2 + 2 * stages * 8 + 1024  # the ring, its barriers, alignment slack
+    epi = 0 if kernel.startswith("hg_plain") else 2 * 2 * EPI_BOX[0] * EPI_BOX[1] * 4
+    return stages * (BM + bn) * BK * 2 + epi + 2 * stages * 8 + 1024
 
 
 def require_sm90a(gpu: str, cc: tuple[int, int]) -> None:
@@ -134,16 +140,32 @@ def tensor_map_f16(X, box_rows: int, box_cols: int = BK):
     return _tensor_map_f16(X.data.ptr, *X.shape, X.strides[0], box_rows, box_cols)
 
 
+def tensor_map_c(out, M: int, N: int, slices: int):
+    """The TMA descriptor the hg_ws kernels store C through: `slices` float32
+    M x N matrices one after another from out's start (split K's workspace,
+    or C itself when 1), boxes of EPI_BOX, 128-byte swizzle. TMA wants rows of
+    a multiple of 16 bytes: N a multiple of 4, out 16-byte aligned."""
+    return _tensor_map("FLOAT32", out.data.ptr, (N, M, slices), (N * 4, M * N * 4), (EPI_BOX[1], EPI_BOX[0], 1))
+
+
+NO_MAP = np.zeros(1, dtype=TMAP)[0]  # passed where a kernel reads no descriptor (tma_c = 0)
+
+
 @functools.lru_cache(maxsize=64)  # a descriptor depends only on these numbers
 def _tensor_map_f16(ptr: int, rows: int, cols: int, row_bytes: int, box_rows: int, box_cols: int):
+    return _tensor_map("FLOAT16", ptr, (cols, rows), (row_bytes,), (box_cols, box_rows))
+
+
+@functools.lru_cache(maxsize=64)
+def _tensor_map(dtype: str, ptr: int, sizes: tuple, strides: tuple, box: tuple):
+    """cuTensorMapEncodeTiled: sizes and box innermost first, the byte strides
+    of every dimension but the innermost (whose elements are adjacent)."""
     from cuda.bindings import driver as cu  # cuda-bindings 12.x / 13.x
 
     err, tmap = cu.cuTensorMapEncodeTiled(
-        cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, ptr,
-        [cu.cuuint64_t(cols), cu.cuuint64_t(rows)],   # sizes, innermost first
-        [cu.cuuint64_t(row_bytes)],                    # the row stride in bytes (the innermost is implied)
-        [cu.cuuint32_t(box_cols), cu.cuuint32_t(box_rows)],
-        [cu.cuuint32_t(1), cu.cuuint32_t(1)],
+        getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{dtype}"), len(sizes), ptr,
+        [cu.cuuint64_t(n) for n in sizes], [cu.cuuint64_t(n) for n in strides],
+        [cu.cuuint32_t(n) for n in box], [cu.cuuint32_t(1)] * len(sizes),
         cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
         cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -192,14 +214,16 @@ def sm_count(device_id: int) -> int:
 
 
 def hopper_gemm(A, Bt, C=None, *, kernel: str = "auto", splits: int | None = None, fmt: str | None = None,
-                scale: float = 1.0):
+                scale: float = 1.0, tma_store: bool = True):
     """C = scale * A @ Bt.T: A (M x K) and Bt (N x K) both float16 (FP16),
     both uint16 (BF16 bit patterns), or both uint8 with fmt="fp8_e4m3" or
     "fp8_e5m2" (FP8 bytes, to_fp8), C (M x N) float32, all C-contiguous CuPy
     arrays; K a multiple of 8 (of 16 for FP8). kernel="auto": the kernel and
     split of K that hopper_gemm_plan picks for the shape; a name of KERNELS
     runs that kernel, K cut into `splits` slices (default 1; the hg_plain
-    kernels do not split)."""
+    kernels do not split). tma_store: the hg_ws kernels store C through
+    shared memory by TMA, behind the next tile's work, when N is a multiple
+    of 4 (rows of 16 bytes); False stores from registers, as hg_plain does."""
     import cupy as cp
 
     if kernel != "auto" and kernel not in KERNELS:
@@ -261,9 +285,12 @@ def hopper_gemm(A, Bt, C=None, *, kernel: str = "auto", splits: int | None = Non
     sms = sm_count(dev)
     grid_x = cluster * (min(tiles, max(1, sms // (cluster * plan.splits))) if persistent else tiles)
     out = C if plan.splits == 1 else split_workspace(plan.splits * M * N)
+    # the hg_ws kernels store C by TMA when its rows allow it (else from registers)
+    tma_c = tma_store and not plan.kernel.startswith("hg_plain") and N % 4 == 0 and out.data.ptr % 16 == 0
     hg_kernel(plan.kernel, fmt)((grid_x, plan.splits), (threads,),
                                 (tensor_map_f16(A, BM), tensor_map_f16(Bt, bn // cluster), out,
-                                 np.int32(M), np.int32(N), np.int32(K), np.float32(scale)),
+                                 np.int32(M), np.int32(N), np.int32(K), np.float32(scale),
+                                 tensor_map_c(out, M, N, plan.splits) if tma_c else NO_MAP, np.int32(tma_c)),
                                 shared_mem=smem_bytes(plan.kernel))
     if plan.splits > 1:  # the slices' partial sums, added in order
         hg_module(fmt).get_function("hg_split_sum")((min(4 * sms, math.ceil(M * N / 1024)),), (256,),

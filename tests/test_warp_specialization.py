@@ -203,6 +203,32 @@ def test_gemm_splits_and_formats_match_float64(kernel, fmt):
                 _check_gemm(C, A64, B64)
 
 
+# N a multiple of 4: C's rows are 16-byte aligned and the hg_ws kernels store C by TMA,
+# through shared memory, clipped at the edges (tails in M and N, split K's matrices by z)
+TMA_STORE_SHAPES = [(1000, 1012, 776), (3001, 4100, 136), (130, 260, 520), (1, 4, 8)]
+
+
+@gpu
+@pytest.mark.parametrize("kernel", hg.AUTO_KERNELS)
+def test_gemm_tma_store_and_register_store_match_float64(kernel):
+    """Both epilogues of every kernel the planner may pick, unsplit and in
+    3 slices, twice in a row into a poisoned C; and a C whose start is not
+    16-byte aligned, which TMA cannot store to, stored from registers."""
+    import cupy as cp
+
+    for M, N, K in TMA_STORE_SHAPES:
+        A, Bt, A64, B64 = _gemm_inputs(M, N, K, seed=M + K)
+        for splits in (1, 3):
+            for tma_store in (True, False, True):
+                C = cp.full((M, N), cp.nan, dtype=cp.float32)
+                assert hg.hopper_gemm(A, Bt, C, kernel=kernel, splits=splits, tma_store=tma_store) is C
+                _check_gemm(C, A64, B64)
+        C = cp.full(M * N + 1, cp.nan, dtype=cp.float32)[1:].reshape(M, N)
+        assert C.data.ptr % 16 and C.flags.c_contiguous
+        hg.hopper_gemm(A, Bt, C, kernel=kernel)
+        _check_gemm(C, A64, B64)
+
+
 @gpu
 @pytest.mark.parametrize("fmt", ["fp16", "bf16"])
 def test_gemm_auto_and_cublas_agree_with_float64(fmt):

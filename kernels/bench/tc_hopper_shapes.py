@@ -5,7 +5,8 @@ For every shape of SHAPES and each format, in one run: cuBLAS's GEMM of the
 same layout (cublasGemmEx, FP32 accumulation and out), `hopper_gemm` with
 kernel="auto" (the kernel and split of K that hopper_gemm_plan picks) and,
 in FP16, the one kernel the chapter builds up to (`hg_ws_persistent_256`,
-no split). Those are timed in paired rounds beside cuBLAS (ratio = cuBLAS's
+no split) and the planned GEMM storing C from registers instead of by TMA
+(variant register_store_fp16). Those are timed in paired rounds beside cuBLAS (ratio = cuBLAS's
 time / this one's, with its spread); rel_err against float64 (C poisoned
 first); the auto record carries its plan and the model's estimate.
 
@@ -35,6 +36,7 @@ SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048), (5000, 300
 QUICK_SHAPES = ((2048, 2048, 2048), (1024, 1024, 16384))
 FORMATS = {"fp16": "float16", "bf16": "bfloat16"}
 BASELINE = "hg_ws_persistent_256"  # the chapter's kernel, one for every shape
+REGISTER_STORE = "register_store"  # the planned GEMM with tma_store=False (FP16)
 ROUNDS = 5
 # FP32 accumulation of exact products: the error grows about as sqrt(K)
 # (1.9e-5 measured at K = 16384, unsplit)
@@ -121,6 +123,8 @@ def measure(quick: bool = False) -> list[dict]:
             cases = {"cublas": hg.cublas_gemm_tn, "auto": hg.hopper_gemm}
             if fmt == "fp16":
                 cases[BASELINE] = lambda A, B, C: hg.hopper_gemm(A, B, C, kernel=BASELINE)
+                # the same plan with the epilogue of before: C stored from registers, not by TMA
+                cases[REGISTER_STORE] = lambda A, B, C: hg.hopper_gemm(A, B, C, tma_store=False)
             errs = {name: checked(name, fn) for name, fn in cases.items()}
             paired = harness.paired_rounds({name: (fn, sets) for name, fn in cases.items()}, "cublas",
                                            rounds=2 if quick else ROUNDS, warmup=1, samples=5, max_seconds=0.5)
@@ -134,8 +138,8 @@ def measure(quick: bool = False) -> list[dict]:
                     records.append(results.record(TOPIC, "cublas", f"gemmex_tn_{fmt}", shape, dtype, ms=ms,
                                                   **fields))
                     continue
-                p = plan if name == "auto" else hg.make_plan(K, BASELINE, 1)
-                records.append(results.record(TOPIC, "cupy", f"{name}_{fmt}" if name == "auto" else name,
+                p = plan if name in ("auto", REGISTER_STORE) else hg.make_plan(K, BASELINE, 1)
+                records.append(results.record(TOPIC, "cupy", f"{name}_{fmt}" if name != BASELINE else name,
                                               shape, dtype, ms=ms, ref=ref_id, kernel=p.kernel, splits=p.splits,
                                               model_us=hg.plan_cost(M, N, K, p, sms), **fields))
             if fmt == "fp16":  # the tuning sweep: every candidate once, FP16 (BF16 runs the same kernels)

@@ -92,6 +92,23 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TmaDesc* 
                  :: "r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"((unsigned short)cta_mask)
                  : "memory");
 }
+// TMA store: the box in shared memory at src to column c0, row c1, matrix c2 of
+// the tensor map (the parts of the box past the tensor's edges are not
+// written). The copy runs in the background, in this thread's bulk group.
+__device__ __forceinline__ void tma_store_3d(const TmaDesc* map, const void* src, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n"
+                 :: "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(src)) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Wait until at most N of this thread's bulk groups still read shared memory.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(N) : "memory"); }
+// Make this thread's ordinary shared-memory writes visible to TMA (the async proxy).
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// A barrier for the `count` threads that name barrier `id` (0 is __syncthreads').
+__device__ __forceinline__ void named_sync(int id, int count) {
+    asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(count) : "memory");
+}
 // Arrive on the barrier at bar's offset in block `rank` of the cluster (mapa
 // turns the offset into that block's address in the cluster's shared window).
 // The default .release.cta order is enough, as in CUTLASS's ClusterBarrier:
@@ -178,11 +195,15 @@ __device__ __forceinline__ void wgmma_f16<256>(float (&d)[128], unsigned long lo
 // --8<-- [start:hg_kernel]
 constexpr int HG_BM = 128, HG_BK = 64, HG_GROUP_M = 16;
 
+// The epilogue's staging: each consumer warpgroup owns two buffers of 64 rows
+// x 32 floats (128 bytes a row, the TMA store's box, 128-byte swizzle).
+constexpr int HG_EPI_COLS = 32, HG_EPI_FLOATS = 64 * HG_EPI_COLS;
+
 template <int BN, int STAGES>
-struct HgSmem {  // the ring, then its barriers; the base is 1024-byte aligned
+struct HgSmem {  // the ring, the epilogue's buffers (hg_ws), the barriers; the base is 1024-byte aligned
     static constexpr int TILE_A = HG_BM * HG_BK, TILE_B = BN * HG_BK;  // halves per slot
     static constexpr unsigned TX_BYTES = (TILE_A + TILE_B) * 2;        // bytes one slot receives
-    static constexpr int BYTES = STAGES * TX_BYTES + 2 * STAGES * 8 + 1024;
+    static constexpr int EPI_BYTES = 2 * 2 * HG_EPI_FLOATS * 4;         // two consumers, two buffers
 };
 
 // Tile `tile` of C in a grouped order: `group` rows of tiles at a time,
@@ -221,9 +242,45 @@ __device__ __forceinline__ void hg_store(const float (&d)[BN / 2], float* __rest
     }
 }
 
+// The same 64 x BN accumulators stored through shared memory: 32 columns at a
+// time into one of the warpgroup's two buffers (float2 writes, conflict-free
+// under the 128-byte swizzle: 16-byte chunk c of row r sits at chunk c ^ (r % 8)),
+// then one thread hands the buffer to a TMA store and the warpgroup goes on.
+// The stores run behind the next chunk and the next tile's main loop; before
+// a buffer is written again its store from two chunks back must have read it.
+// TMA clips the box at C's edges, and z = slice picks split K's matrix.
+template <int BN>
+__device__ __forceinline__ void hg_store_tma(const float (&d)[BN / 2], const TmaDesc& map_c, float* buf,
+                                             int row0, int col0, int slice, float alpha) {
+    const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+    const int bar = 1 + threadIdx.x / 128;  // named barriers 2 and 3: one per consumer warpgroup
+#pragma unroll
+    for (int q = 0; q < BN / HG_EPI_COLS; ++q) {
+        float* b = buf + q % 2 * HG_EPI_FLOATS;
+        if (tid == 0) bulk_wait_read<1>();  // the store that last read buffer q % 2 is done with it
+        named_sync(bar, 128);
+#pragma unroll
+        for (int jj = 0; jj < HG_EPI_COLS / 8; ++jj) {
+            const int j = q * HG_EPI_COLS / 8 + jj, c = 8 * jj + 2 * (lane % 4);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = 16 * warp + lane / 4 + 8 * h;
+                *reinterpret_cast<float2*>(b + r * HG_EPI_COLS + ((c / 4) ^ (r % 8)) * 4 + c % 4) =
+                    make_float2(alpha * d[4 * j + 2 * h], alpha * d[4 * j + 2 * h + 1]);
+            }
+        }
+        fence_async_smem();
+        named_sync(bar, 128);
+        if (tid == 0) {
+            tma_store_3d(&map_c, b, col0 + q * HG_EPI_COLS, row0, slice);
+            bulk_commit();
+        }
+    }
+}
+
 template <int BN, int STAGES, bool PERSISTENT, int CLUSTER>
 __device__ __forceinline__ void hg_ws(const TmaDesc& map_a, const TmaDesc& map_b, float* __restrict__ C,
-                                      int M, int N, int K, float alpha) {
+                                      int M, int N, int K, float alpha, const TmaDesc& map_c, int tma_c) {
     using S = HgSmem<BN, STAGES>;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     // 128-byte swizzle wants every tile 1024-byte aligned: round the base up
@@ -232,7 +289,8 @@ __device__ __forceinline__ void hg_ws(const TmaDesc& map_a, const TmaDesc& map_b
         (reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
     __half* As = reinterpret_cast<__half*>(base);
     __half* Bs = As + STAGES * S::TILE_A;
-    unsigned long long* full = reinterpret_cast<unsigned long long*>(Bs + STAGES * S::TILE_B);
+    float* epi = reinterpret_cast<float*>(Bs + STAGES * S::TILE_B);  // 1024-byte aligned too
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(epi + S::EPI_BYTES / 4);
     unsigned long long* empty = full + STAGES;
 
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -317,8 +375,14 @@ __device__ __forceinline__ void hg_ws(const TmaDesc& map_a, const TmaDesc& map_b
             }
             wgmma_wait<0>();
             release((it - 1) % STAGES);
-            hg_store<BN>(d, C, M, N, (tm * CLUSTER + rank) * HG_BM + half * 64, tn * BN, alpha);
+            const int row0 = (tm * CLUSTER + rank) * HG_BM + half * 64;
+            if (tma_c) {  // C's rows 16-byte aligned (N a multiple of 4): stored by TMA behind the next tile
+                hg_store_tma<BN>(d, map_c, epi + half * 2 * HG_EPI_FLOATS, row0, tn * BN, blockIdx.y, alpha);
+            } else {
+                hg_store<BN>(d, C, M, N, row0, tn * BN, alpha);
+            }
         }
+        if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // the last stores are done
     }
     if (CLUSTER > 1) {  // stay until the partner no longer writes into this block's memory
         asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -389,18 +453,18 @@ __device__ __forceinline__ void hg_plain(const TmaDesc& map_a, const TmaDesc& ma
 
 // --8<-- [start:hg_instances]
 #define HG_ARGS const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_b, float* C, int M, int N, \
-                int K, float alpha
-#define HG_PLAIN(NAME, BN, STAGES)                                   \
-    extern "C" __global__ void __launch_bounds__(256, 1) NAME(HG_ARGS) { \
-        hg_plain<BN, STAGES>(map_a, map_b, C, M, N, K, alpha);              \
+                int K, float alpha, const __grid_constant__ TmaDesc map_c, int tma_c
+#define HG_PLAIN(NAME, BN, STAGES)                                         \
+    extern "C" __global__ void __launch_bounds__(256, 1) NAME(HG_ARGS) {  \
+        hg_plain<BN, STAGES>(map_a, map_b, C, M, N, K, alpha);            \
     }
-#define HG_WS(NAME, BN, STAGES, PERSISTENT)                          \
-    extern "C" __global__ void __launch_bounds__(384, 1) NAME(HG_ARGS) { \
-        hg_ws<BN, STAGES, PERSISTENT, 1>(map_a, map_b, C, M, N, K, alpha);  \
+#define HG_WS(NAME, BN, STAGES, PERSISTENT)                                                 \
+    extern "C" __global__ void __launch_bounds__(384, 1) NAME(HG_ARGS) {                   \
+        hg_ws<BN, STAGES, PERSISTENT, 1>(map_a, map_b, C, M, N, K, alpha, map_c, tma_c);   \
     }
-#define HG_WS_CLUSTER(NAME, BN, STAGES, PERSISTENT)                                           \
-    extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1) NAME(HG_ARGS) { \
-        hg_ws<BN, STAGES, PERSISTENT, 2>(map_a, map_b, C, M, N, K, alpha);                           \
+#define HG_WS_CLUSTER(NAME, BN, STAGES, PERSISTENT)                                                   \
+    extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1) NAME(HG_ARGS) {   \
+        hg_ws<BN, STAGES, PERSISTENT, 2>(map_a, map_b, C, M, N, K, alpha, map_c, tma_c);             \
     }
 
 HG_PLAIN(hg_plain_128, 128, 6)
