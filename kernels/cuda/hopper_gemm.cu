@@ -92,23 +92,6 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TmaDesc* 
                  :: "r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"((unsigned short)cta_mask)
                  : "memory");
 }
-// TMA store: the box in shared memory at src to column c0, row c1, matrix c2 of
-// the tensor map (the parts of the box past the tensor's edges are not
-// written). The copy runs in the background, in this thread's bulk group.
-__device__ __forceinline__ void tma_store_3d(const TmaDesc* map, const void* src, int c0, int c1, int c2) {
-    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n"
-                 :: "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(src)) : "memory");
-}
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-// Wait until at most N of this thread's bulk groups still read shared memory.
-template <int N>
-__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(N) : "memory"); }
-// Make this thread's ordinary shared-memory writes visible to TMA (the async proxy).
-__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// A barrier for the `count` threads that name barrier `id` (0 is __syncthreads').
-__device__ __forceinline__ void named_sync(int id, int count) {
-    asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(count) : "memory");
-}
 // Arrive on the barrier at bar's offset in block `rank` of the cluster (mapa
 // turns the offset into that block's address in the cluster's shared window).
 // The default .release.cta order is enough, as in CUTLASS's ClusterBarrier:
@@ -192,6 +175,26 @@ __device__ __forceinline__ void wgmma_f16<256>(float (&d)[128], unsigned long lo
 }
 // --8<-- [end:hg_wgmma]
 
+// --8<-- [start:hg_tma_store]
+// TMA store: the box in shared memory at src to column c0, row c1, matrix c2 of
+// the tensor map (the parts of the box past the tensor's edges are not
+// written). The copy runs in the background, in this thread's bulk group.
+__device__ __forceinline__ void tma_store_3d(const TmaDesc* map, const void* src, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n"
+                 :: "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(src)) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Wait until at most N of this thread's bulk groups still read shared memory.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(N) : "memory"); }
+// Make this thread's ordinary shared-memory writes visible to TMA (the async proxy).
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// A barrier for the `count` threads that name barrier `id` (0 is __syncthreads').
+__device__ __forceinline__ void hg_named_sync(int id, int count) {
+    asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(count) : "memory");
+}
+// --8<-- [end:hg_tma_store]
+
 // --8<-- [start:hg_kernel]
 constexpr int HG_BM = 128, HG_BK = 64, HG_GROUP_M = 16;
 
@@ -223,7 +226,7 @@ template <int BN>
 __device__ __forceinline__ void hg_store(const float (&d)[BN / 2], float* __restrict__ C, int M, int N,
                                          int row0, int col0, float alpha) {
     const int warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
-    const bool pairs = N % 2 == 0;  // then a pair of columns is 8-byte aligned
+    const bool pairs = N % 2 == 0 && reinterpret_cast<size_t>(C) % 8 == 0;  // a pair of columns is 8-byte aligned
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
         const int col = col0 + 8 * j + 2 * (lane % 4);
@@ -258,7 +261,7 @@ __device__ __forceinline__ void hg_store_tma(const float (&d)[BN / 2], const Tma
     for (int q = 0; q < BN / HG_EPI_COLS; ++q) {
         float* b = buf + q % 2 * HG_EPI_FLOATS;
         if (tid == 0) bulk_wait_read<1>();  // the store that last read buffer q % 2 is done with it
-        named_sync(bar, 128);
+        hg_named_sync(bar, 128);
 #pragma unroll
         for (int jj = 0; jj < HG_EPI_COLS / 8; ++jj) {
             const int j = q * HG_EPI_COLS / 8 + jj, c = 8 * jj + 2 * (lane % 4);
@@ -270,7 +273,7 @@ __device__ __forceinline__ void hg_store_tma(const float (&d)[BN / 2], const Tma
             }
         }
         fence_async_smem();
-        named_sync(bar, 128);
+        hg_named_sync(bar, 128);
         if (tid == 0) {
             tma_store_3d(&map_c, b, col0 + q * HG_EPI_COLS, row0, slice);
             bulk_commit();
