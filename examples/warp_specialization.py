@@ -355,21 +355,26 @@ TMA_FLOAT16, TMA_FLOAT32, TMA_SWIZZLE_NONE, TMA_SWIZZLE_128B, TMA_L2_256B = 6, 7
 
 def tensor_map_2d(X, box_rows, box_cols, swizzle_128b=False):
     """The TMA descriptor of a row-major float32 or float16 CuPy matrix X:
-    boxes of box_rows x box_cols, zeros read past the edges. Encoded by the
-    driver's cuTensorMapEncodeTiled, called through ctypes."""
-    dtype = {np.dtype(np.float32): TMA_FLOAT32, np.dtype(np.float16): TMA_FLOAT16}[np.dtype(X.dtype)]
+    boxes of box_rows x box_cols, zeros read past the edges."""
     rows, cols = X.shape
+    return encode_tensor_map(X, (cols, rows), (X.strides[0],), (box_cols, box_rows), swizzle_128b)
+
+
+def encode_tensor_map(X, sizes, strides, box, swizzle_128b):
+    """The driver's cuTensorMapEncodeTiled, called through ctypes, for the
+    array at X's address: sizes and box innermost first, the byte strides of
+    every dimension but the innermost (its elements are adjacent)."""
+    dtype = {np.dtype(np.float32): TMA_FLOAT32, np.dtype(np.float16): TMA_FLOAT16}[np.dtype(X.dtype)]
+    rank = len(sizes)
     u64, u32 = ctypes.c_uint64, ctypes.c_uint32
     raw = np.zeros(24, dtype=np.uint64)  # 192 bytes, so that a 64-byte aligned 128 fit in it
     start = (-raw.ctypes.data % 64) // 8
     out = raw[start:start + 16]          # the driver wants the map 64-byte aligned
     libcuda = ctypes.CDLL("libcuda.so.1")
     err = libcuda.cuTensorMapEncodeTiled(
-        ctypes.c_void_p(out.ctypes.data), ctypes.c_int(dtype), u32(2), ctypes.c_void_p(X.data.ptr),
-        (u64 * 2)(cols, rows),             # sizes, innermost first
-        (u64 * 1)(X.strides[0]),           # the row stride in bytes (the innermost is implied)
-        (u32 * 2)(box_cols, box_rows),     # the box
-        (u32 * 2)(1, 1),                   # element strides
+        ctypes.c_void_p(out.ctypes.data), ctypes.c_int(dtype), u32(rank), ctypes.c_void_p(X.data.ptr),
+        (u64 * rank)(*sizes), (u64 * (rank - 1))(*strides), (u32 * rank)(*box),
+        (u32 * rank)(*[1] * rank),         # element strides
         ctypes.c_int(0),                   # no interleave
         ctypes.c_int(TMA_SWIZZLE_128B if swizzle_128b else TMA_SWIZZLE_NONE),
         ctypes.c_int(TMA_L2_256B), ctypes.c_int(0))  # L2 promotion; out-of-bounds elements read as zero
@@ -448,10 +453,12 @@ GEMM_KERNELS = {
 }
 
 
-def hopper_gemm(A, Bt, C, *, kernel="hg_ws_persistent_256"):
+def hopper_gemm(A, Bt, C, *, kernel="hg_ws_persistent_256", tma_store=True):
     """C = A @ Bt.T: A (M x K), Bt (N x K) float16, C (M x N) float32, all
     C-contiguous CuPy arrays; K a multiple of 8 (TMA copies rows of a
-    multiple of 16 bytes). Needs sm_90a: an H100 or H200."""
+    multiple of 16 bytes). Needs sm_90a: an H100 or H200. The hg_ws kernels
+    store C by TMA when tma_store and C's rows allow it (N a multiple of 4,
+    C 16-byte aligned), else from registers."""
     import cupy as cp
 
     (M, K), (N, K2) = A.shape, Bt.shape
@@ -465,7 +472,14 @@ def hopper_gemm(A, Bt, C, *, kernel="hg_ws_persistent_256"):
     if cp.cuda.Device().compute_capability != "90":
         raise RuntimeError("the Hopper GEMM needs sm_90a (wgmma, setmaxnreg): an H100 or H200")
     bn, stages, threads, persistent, cluster = GEMM_KERNELS[kernel]
-    smem = stages * (BM + bn) * BK * 2 + 2 * stages * 8 + 1024  # the ring, its barriers, alignment slack
+    specialized = kernel != "hg_plain_256"
+    epilogue = 2 * 2 * 64 * 32 * 4 if specialized else 0  # hg_ws: two 64 x 32 float buffers per consumer
+    smem = stages * (BM + bn) * BK * 2 + epilogue + 2 * stages * 8 + 1024  # + the barriers, alignment slack
+    tma_c = tma_store and specialized and N % 4 == 0 and C.data.ptr % 16 == 0
+    # C as a 3-D map of one M x N matrix (the kernels name split K's matrix by the third
+    # coordinate), boxes of 64 rows x 32 columns, the 128-byte swizzle of the kernel's buffers
+    map_c = (encode_tensor_map(C, (N, M, 1), (N * 4, M * N * 4), (32, 64, 1), swizzle_128b=True) if tma_c
+             else np.zeros(1, dtype=TMAP)[0])
     kern = load_cuda_arch("hopper_gemm.cu").get_function(kernel)
     kern.max_dynamic_shared_size_bytes = smem
     tiles = math.ceil(M / (BM * cluster)) * math.ceil(N / bn)
@@ -475,13 +489,15 @@ def hopper_gemm(A, Bt, C, *, kernel="hg_ws_persistent_256"):
     # grid (gridDim.y = 1): K unsplit
     kern((grid,), (threads,), (tensor_map_2d(A, BM, BK, swizzle_128b=True),
                                tensor_map_2d(Bt, bn // cluster, BK, swizzle_128b=True),
-                               C, np.int32(M), np.int32(N), np.int32(K), np.float32(1.0)), shared_mem=smem)
+                               C, np.int32(M), np.int32(N), np.int32(K), np.float32(1.0), map_c, np.int32(tma_c)),
+         shared_mem=smem)
     return C
 
 
 def check_gemm(shapes=((1000, 1013, 776), (300, 520, 72))):
     """Every kernel against a float64 product of the same FP16 inputs: an odd
-    N (columns stored one by one) and an even N (stored in pairs). Returns each
+    N (columns stored from registers one by one) and N a multiple of 4 (stored
+    by TMA, and from registers in pairs with tma_store=False). Returns each
     kernel's worst relative error."""
     import cupy as cp
 
@@ -492,12 +508,13 @@ def check_gemm(shapes=((1000, 1013, 776), (300, 520, 72))):
         Bt = rng.standard_normal((N, K), dtype=cp.float32).astype(cp.float16)
         ref = A.astype(cp.float64) @ Bt.astype(cp.float64).T
         for name in GEMM_KERNELS:
-            C = cp.full((M, N), cp.nan, dtype=cp.float32)
-            hopper_gemm(A, Bt, C, kernel=name)
-            err = float(cp.linalg.norm(C - ref) / cp.linalg.norm(ref))
-            if not err < 1e-5:
-                raise AssertionError(f"{name} at {M}x{N}x{K}: rel_err {err}")
-            errs[name] = max(err, errs.get(name, 0.0))
+            for tma_store in (True, False):
+                C = cp.full((M, N), cp.nan, dtype=cp.float32)
+                hopper_gemm(A, Bt, C, kernel=name, tma_store=tma_store)
+                err = float(cp.linalg.norm(C - ref) / cp.linalg.norm(ref))
+                if not err < 1e-5:
+                    raise AssertionError(f"{name} (tma_store={tma_store}) at {M}x{N}x{K}: rel_err {err}")
+                errs[name] = max(err, errs.get(name, 0.0))
     return errs
 # --8<-- [end:hopper_gemm]
 

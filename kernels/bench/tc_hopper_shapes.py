@@ -354,14 +354,20 @@ def claims(data: dict) -> None:
     assert all(r["rel_err"] < rel_err_bound(r) for r in results.select(data, TOPIC))
     for shape, picked, best in picks(data):  # the model's pick is close to the fastest candidate
         assert picked["ms"] <= 1.15 * best["ms"], (shape, picked["variant"], best["variant"])
-        if shape == [8192, 8192, 8192]:  # where the persistent pick loses to hg_ws_256 by about a tenth
-            assert picked["kernel"] == "hg_ws_persistent_256" and best["variant"] == "hg_ws_256/split1"
-            assert picked["ms"] > 1.05 * best["ms"]
+    # the refitted model takes the persistent cluster kernel on every unsplit shape
+    assert {p["kernel"] for s, p, _ in picks(data) if p["splits"] == 1} == {"hg_ws_cluster_persistent_256"}
     auto = {(tuple(r["shape"]), r["format"]): r for r in rows if r["variant"].startswith("auto_")}
     one = {tuple(r["shape"]): r for r in rows if r["variant"] == BASELINE}
     for (shape, fmt), r in auto.items():
-        if fmt == "fp16":  # planning never loses clearly to the one kernel (both paired beside cuBLAS)
-            assert r["paired_ratio"] >= 0.97 * one[shape]["paired_ratio"], shape
+        if fmt == "fp16":  # planning never costs more than about 5 % against the one kernel (both paired)
+            assert r["paired_ratio"] >= 0.95 * one[shape]["paired_ratio"], shape
+    # the TMA store against the register store (the same plan, paired beside cuBLAS): it gains most
+    # where a tile's k loop is short against its 128 KB of C (K = 1024, or M N large for K = 4096),
+    # and costs nothing measurable elsewhere
+    reg = {tuple(r["shape"]): r for r in rows if r["variant"] == f"{REGISTER_STORE}_fp16"}
+    gain = {s: auto[s, "fp16"]["paired_ratio"] / r["paired_ratio"] for s, r in reg.items()}
+    assert set(gain) == set(SHAPES) and min(gain.values()) > 0.97, gain
+    assert gain[8192, 8192, 1024] > 1.03 and gain[16384, 1024, 4096] > 1.03, gain
     # K long and M N small: the planner splits K and gains most there
     assert auto[(1024, 1024, 16384), "fp16"]["splits"] > 1
     assert auto[(1024, 1024, 16384), "fp16"]["paired_ratio"] > 2.5 * one[1024, 1024, 16384]["paired_ratio"]
