@@ -140,12 +140,12 @@ def tensor_map_f16(X, box_rows: int, box_cols: int = BK):
     return _tensor_map_f16(X.data.ptr, *X.shape, X.strides[0], box_rows, box_cols)
 
 
-def tensor_map_c(out, M: int, N: int, slices: int):
+def tensor_map_c(W, M: int, N: int, slices: int):
     """The TMA descriptor the hg_ws kernels store C through: `slices` float32
-    M x N matrices one after another from out's start (split K's workspace,
+    M x N matrices one after another from W's start (split K's workspace,
     or C itself when 1), boxes of EPI_BOX, 128-byte swizzle. TMA wants rows of
-    a multiple of 16 bytes: N a multiple of 4, out 16-byte aligned."""
-    return _tensor_map("FLOAT32", out.data.ptr, (N, M, slices), (N * 4, M * N * 4), (EPI_BOX[1], EPI_BOX[0], 1))
+    a multiple of 16 bytes: N a multiple of 4, W 16-byte aligned."""
+    return _tensor_map("FLOAT32", W.data.ptr, (N, M, slices), (N * 4, M * N * 4), (EPI_BOX[1], EPI_BOX[0], 1))
 
 
 NO_MAP = np.zeros(1, dtype=TMAP)[0]  # passed where a kernel reads no descriptor (tma_c = 0)
