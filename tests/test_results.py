@@ -2,6 +2,7 @@
 
 import copy
 import math
+from pathlib import Path
 
 import pytest
 
@@ -441,19 +442,24 @@ def test_a_text_column_sorts_in_the_order_its_words_are_listed():
     assert rows == [f"| {s} | {k} |" for s in ("sync", "regbuf", "cpasync", "odd") for k in (8, 256)], rows
 
 
+def _tables(hook, page: str, topic: str) -> list[tuple[str, dict]]:
+    """The results tables docs/<page> renders for `topic`, found as the hook
+    finds them (indented ones in content tabs too): (directive, its arguments)."""
+    text = (Path(results.ROOT) / "docs" / page).read_text()
+    found = [(m.group(0).strip(), hook._args(m.group("args"))) for m in hook.DIRECTIVE.finditer(text)
+             if m.group("kind") == "table"]
+    return [(line, args) for line, args in found if args.get("topic") == topic]
+
+
 def test_the_warp_specialization_tables_list_the_ladder_in_order(hook):
     """docs/warp-specialization*.md: both tables of the ladder list its steps
     in the ladder's order (kernels.warp_specialization.STEPS, then Numba's)."""
-    from pathlib import Path
-
     from kernels import warp_specialization as ws
 
     ladder = [*ws.STEPS, *TOPICS["warp_specialization"].NUMBA_STEPS]
     assert list(TOPICS["warp_specialization"].WORDS["step"]) == ladder
-    docs = Path(results.ROOT) / "docs"
     for page in ("warp-specialization.md", "warp-specialization.en.md"):
-        lines = [m.group(0).strip() for m in hook.DIRECTIVE.finditer((docs / page).read_text())
-                 if m.group("kind") == "table" and m.group("args").startswith("topic=warp_specialization ")]
+        lines = [line for line, _ in _tables(hook, page, "warp_specialization")]
         assert len(lines) == 2, page
         for line in lines:
             out = hook.render(line, page, "en" if page.endswith(".en.md") else "zh", "nvidia-h200")
@@ -510,14 +516,9 @@ def test_the_spmv_results_are_one_table_grouped_by_matrix(hook):
     """docs/algorithms*.md: the SpMV results are one table, grouped by matrix
     (not six with one header), the same directive in both languages, and
     the Chinese one names the matrices in Chinese."""
-    from pathlib import Path
-
-    docs = Path(results.ROOT) / "docs"
     found = {}
     for page in ("algorithms.md", "algorithms.en.md"):
-        lines = [m.group(0).strip() for m in hook.DIRECTIVE.finditer((docs / page).read_text())  # as the hook finds them
-                 if m.group("kind") == "table" and "topic=spmv " in m.group("args")
-                 and "group=" in m.group("args") and "where=" not in m.group("args")]
+        lines = [line for line, args in _tables(hook, page, "spmv") if "group" in args and "where" not in args]
         assert len(lines) == 1 and "group=family,n" in lines[0], (page, lines)
         found[page] = lines[0]
     assert found["algorithms.md"] == found["algorithms.en.md"]
