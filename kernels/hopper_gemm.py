@@ -32,6 +32,9 @@ KERNELS = {
     "hg_ws_persistent_256": (256, 4, 384, True, 1),
     "hg_ws_cluster_256": (256, 4, 384, False, 2),
     "hg_ws_cluster_persistent_256": (256, 4, 384, True, 2),
+    # ping-pong: each consumer warpgroup computes whole 128 x 128 tiles, taking turns at the Tensor Cores
+    "hg_ws_pingpong_128": (128, 6, 384, True, 1),
+    "hg_ws_cluster_pingpong_128": (128, 6, 384, True, 2),
 }
 
 # What the planner weighs: the warp-specialized kernels, K unsplit or cut

@@ -57,6 +57,8 @@ def test_gemm_shared_memory_fits_and_every_kernel_is_instantiated():
         assert hg.smem_bytes(name) <= 227 * 1024, name
         macro = "HG_PLAIN" if threads == 256 else ("HG_WS_CLUSTER" if cluster > 1 else "HG_WS")
         args = f"{bn}, {stages}" + ("" if threads == 256 else f", {str(persistent).lower()}")
+        if "pingpong" in name:
+            macro, args = "HG_WS_PINGPONG", f"{bn}, {stages}, {cluster}"
         assert f"{macro}({name}, {args})" in text, name
 
 

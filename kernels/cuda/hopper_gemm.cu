@@ -193,6 +193,10 @@ __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.a
 __device__ __forceinline__ void hg_named_sync(int id, int count) {
     asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(count) : "memory");
 }
+// Arrive on named barrier `id` without waiting (the threads that wait there make up the count).
+__device__ __forceinline__ void hg_named_arrive(int id, int count) {
+    asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(count) : "memory");
+}
 // --8<-- [end:hg_tma_store]
 
 // --8<-- [start:hg_kernel]
@@ -281,7 +285,7 @@ __device__ __forceinline__ void hg_store_tma(const float (&d)[BN / 2], const Tma
     }
 }
 
-template <int BN, int STAGES, bool PERSISTENT, int CLUSTER>
+template <int BN, int STAGES, bool PERSISTENT, int CLUSTER, bool PINGPONG = false>
 __device__ __forceinline__ void hg_ws(const TmaDesc& map_a, const TmaDesc& map_b, float* __restrict__ C,
                                       int M, int N, int K, float alpha, const TmaDesc& map_c, int tma_c) {
     using S = HgSmem<BN, STAGES>;
@@ -313,8 +317,9 @@ __device__ __forceinline__ void hg_ws(const TmaDesc& map_a, const TmaDesc& map_b
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);  // the producer's arrive, which also sets the bytes to expect
             // one arrive per consumer warp of every block that writes this slot,
-            // after that warp's wgmmas on the slot have finished
-            mbar_init(&empty[s], 8 * CLUSTER);
+            // after that warp's wgmmas on the slot have finished (ping-pong: one
+            // warpgroup reads each slot, the one whose tile it holds)
+            mbar_init(&empty[s], (PINGPONG ? 4 : 8) * CLUSTER);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the async proxy
     }
@@ -346,6 +351,61 @@ __device__ __forceinline__ void hg_ws(const TmaDesc& map_a, const TmaDesc& map_b
                 }
             }
         }
+    } else if (PINGPONG) {  // consumers taking turns: warpgroup 1 the block's even tiles, warpgroup 2 the odd
+        static_assert(!PINGPONG || PERSISTENT, "ping-pong needs a block that walks several tiles");
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int half = wg - 1;
+        float lo[BN / 2], hi[BN / 2];  // rows 0-63 and 64-127 of the tile, all of it this warpgroup's
+        const int k_tiles = k1 - k0;
+        const int nt = first < tiles ? (tiles - 1 - first) / step + 1 : 0;  // this block's tiles
+        auto release = [&](int slot) {
+            if (tid % 32 == 0) {
+                if (CLUSTER == 1) {
+                    mbar_arrive(&empty[slot]);
+                } else {
+                    for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(&empty[slot], r);
+                }
+            }
+        };
+        // Turns: warpgroup h issues a tile's wgmmas after named barrier 4 + h, then lets
+        // the other start (an arrive on its barrier) while it stores its tile. Tile j of
+        // the block is turn j: every barrier gets as many arrives as waits.
+        if (half == 1 && nt > 0) hg_named_arrive(4, 256);
+        for (int j = half; j < nt; j += 2) {
+            const int tile = first + j * step;
+            int tm, tn;
+            hg_tile(tile, tiles_m, tiles_n, HG_GROUP_M / CLUSTER, tm, tn);
+            hg_named_sync(4 + half, 256);  // my turn
+            int it = j * k_tiles;  // the producer's count of k tiles issued before this tile
+            for (int kt = k0; kt < k1; ++kt, ++it) {
+                const int s = it % STAGES;
+                mbar_wait(&full[s], (it / STAGES) & 1);
+                const unsigned long long da = smem_desc(As + s * S::TILE_A);
+                const unsigned long long da_hi = smem_desc(As + s * S::TILE_A + 64 * HG_BK);
+                const unsigned long long db = smem_desc(Bs + s * S::TILE_B);
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < HG_BK / 16; ++kk) {
+                    wgmma_f16<BN>(lo, da + 2 * kk, db + 2 * kk, kt > k0 || kk > 0);
+                    wgmma_f16<BN>(hi, da_hi + 2 * kk, db + 2 * kk, kt > k0 || kk > 0);
+                }
+                wgmma_commit();
+                wgmma_wait<1>();
+                if (kt > k0) release((it - 1) % STAGES);
+            }
+            if (j + 1 < nt) hg_named_arrive(4 + (1 - half), 256);  // your turn: the Tensor Cores are free
+            wgmma_wait<0>();
+            release((it - 1) % STAGES);
+            const int row0 = (tm * CLUSTER + rank) * HG_BM;
+            if (tma_c) {
+                hg_store_tma<BN>(lo, map_c, epi + half * 2 * HG_EPI_FLOATS, row0, tn * BN, blockIdx.y, alpha);
+                hg_store_tma<BN>(hi, map_c, epi + half * 2 * HG_EPI_FLOATS, row0 + 64, tn * BN, blockIdx.y, alpha);
+            } else {
+                hg_store<BN>(lo, C, M, N, row0, tn * BN, alpha);
+                hg_store<BN>(hi, C, M, N, row0 + 64, tn * BN, alpha);
+            }
+        }
+        if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
     } else {  // consumers: warpgroup 1 computes rows 0-63 of the tile, warpgroup 2 rows 64-127
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         const int half = wg - 1;
@@ -465,6 +525,10 @@ __device__ __forceinline__ void hg_plain(const TmaDesc& map_a, const TmaDesc& ma
     extern "C" __global__ void __launch_bounds__(384, 1) NAME(HG_ARGS) {                   \
         hg_ws<BN, STAGES, PERSISTENT, 1>(map_a, map_b, C, M, N, K, alpha, map_c, tma_c);   \
     }
+#define HG_WS_PINGPONG(NAME, BN, STAGES, CLUSTER)                                                     \
+    extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(384, 1) NAME(HG_ARGS) {   \
+        hg_ws<BN, STAGES, true, CLUSTER, true>(map_a, map_b, C, M, N, K, alpha, map_c, tma_c);             \
+    }
 #define HG_WS_CLUSTER(NAME, BN, STAGES, PERSISTENT)                                                   \
     extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1) NAME(HG_ARGS) {   \
         hg_ws<BN, STAGES, PERSISTENT, 2>(map_a, map_b, C, M, N, K, alpha, map_c, tma_c);             \
@@ -478,6 +542,8 @@ HG_WS(hg_ws_persistent_128, 128, 6, true)
 HG_WS(hg_ws_persistent_256, 256, 4, true)
 HG_WS_CLUSTER(hg_ws_cluster_256, 256, 4, false)
 HG_WS_CLUSTER(hg_ws_cluster_persistent_256, 256, 4, true)
+HG_WS_PINGPONG(hg_ws_pingpong_128, 128, 6, 1)
+HG_WS_PINGPONG(hg_ws_cluster_pingpong_128, 128, 6, 2)
 // --8<-- [end:hg_instances]
 
 // --8<-- [start:hg_split_sum]
