@@ -32,6 +32,8 @@ KERNELS = {
     "hg_ws_persistent_256": (256, 4, 384, True, 1),
     "hg_ws_cluster_256": (256, 4, 384, False, 2),
     "hg_ws_cluster_persistent_256": (256, 4, 384, True, 2),
+    # tiles of 128 x 192: more, smaller tiles, for shapes whose last wave of 128 x 256 tiles leaves SMs idle
+    "hg_ws_cluster_persistent_192": (192, 4, 384, True, 2),
     # ping-pong: each consumer warpgroup computes whole 128 x 128 tiles, taking turns at the Tensor Cores
     "hg_ws_pingpong_128": (128, 6, 384, True, 1),
     "hg_ws_cluster_pingpong_128": (128, 6, 384, True, 2),
@@ -40,7 +42,8 @@ KERNELS = {
 # What the planner weighs: the warp-specialized kernels, K unsplit or cut
 # into SPLITS slices of at least MIN_K_TILES k tiles (BK = 64 each).
 AUTO_KERNELS = ("hg_ws_128", "hg_ws_256", "hg_ws_persistent_128", "hg_ws_persistent_256",
-                "hg_ws_cluster_256", "hg_ws_cluster_persistent_256")
+                "hg_ws_cluster_256", "hg_ws_cluster_persistent_256", "hg_ws_cluster_persistent_192",
+                "hg_ws_pingpong_128")
 SPLITS = (1, 2, 3, 4, 6, 8)
 MAX_SPLITS = 16
 MIN_K_TILES = 4
@@ -58,9 +61,11 @@ MIN_K_TILES = 4
 # its claims check that with these values the planner's pick is within 15 %
 # of the fastest candidate measured, at every shape.
 KTILE_US = {"hg_ws_128": 0.443, "hg_ws_256": 0.792, "hg_ws_persistent_128": 0.401,
-            "hg_ws_persistent_256": 0.797, "hg_ws_cluster_256": 0.837, "hg_ws_cluster_persistent_256": 0.747}
+            "hg_ws_persistent_256": 0.797, "hg_ws_cluster_256": 0.837, "hg_ws_cluster_persistent_256": 0.747,
+            "hg_ws_cluster_persistent_192": 0.56, "hg_ws_pingpong_128": 0.45}
 TILE_US = {"hg_ws_128": 0.98, "hg_ws_256": 0.0, "hg_ws_persistent_128": 0.0, "hg_ws_persistent_256": 0.0,
-           "hg_ws_cluster_256": 0.46, "hg_ws_cluster_persistent_256": 0.0}
+           "hg_ws_cluster_256": 0.46, "hg_ws_cluster_persistent_256": 0.0,
+           "hg_ws_cluster_persistent_192": 0.0, "hg_ws_pingpong_128": 0.0}
 SPLIT_US = 0.0
 SPLIT_GBPS = 3000.0
 UNALIGNED_ROW_US = 0.00271
