@@ -57,8 +57,8 @@ def test_gemm_shared_memory_fits_and_every_kernel_is_instantiated():
         assert hg.smem_bytes(name) <= 227 * 1024, name
         macro = "HG_PLAIN" if threads == 256 else ("HG_WS_CLUSTER" if cluster > 1 else "HG_WS")
         args = f"{bn}, {stages}" + ("" if threads == 256 else f", {str(persistent).lower()}")
-        if "pingpong" in name:
-            macro, args = "HG_WS_PINGPONG", f"{bn}, {stages}, {cluster}"
+        if "pingpong" in name:  # persistent, no cluster: the macro takes only the tile and the ring
+            macro, args = "HG_WS_PINGPONG", f"{bn}, {stages}"
         assert f"{macro}({name}, {args})" in text, name
 
 
@@ -188,13 +188,9 @@ def test_gemm_kernel_matches_float64(kernel):
 SPLIT_SHAPES = [(1, 1, 8), (17, 33, 8), (1000, 1013, 776), (3001, 4099, 136), (64, 8, 65536)]
 
 
-# every kernel that takes a split of K and stores by TMA: the planner's and the ping-pong ones
-SPLIT_KERNELS = [k for k in hg.KERNELS if not k.startswith("hg_plain")]
-
-
 @gpu
 @pytest.mark.parametrize("fmt", ["fp16", "bf16"])
-@pytest.mark.parametrize("kernel", SPLIT_KERNELS)
+@pytest.mark.parametrize("kernel", hg.AUTO_KERNELS)
 def test_gemm_splits_and_formats_match_float64(kernel, fmt):
     """Every kernel the planner may pick, K unsplit and split, FP16 and BF16,
     twice in a row into a poisoned C (the split's workspace is reused)."""
@@ -215,7 +211,7 @@ TMA_STORE_SHAPES = [(1000, 1012, 776), (3001, 4100, 136), (130, 260, 520), (1, 4
 
 
 @gpu
-@pytest.mark.parametrize("kernel", SPLIT_KERNELS)
+@pytest.mark.parametrize("kernel", hg.AUTO_KERNELS)
 def test_gemm_tma_store_and_register_store_match_float64(kernel):
     """Both epilogues of every kernel the planner may pick, unsplit and in
     3 slices, twice in a row into a poisoned C; and a C whose start is not

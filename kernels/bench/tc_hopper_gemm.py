@@ -119,6 +119,7 @@ PLOT_WORDS = {
     "specialized": "专用化",
     "persistent": "常驻",
     "cluster": "簇",
+    "ping-pong": "乒乓",
     "cuBLAS's speed": "cuBLAS 的速度",
 }
 
@@ -129,6 +130,8 @@ def _label(r: dict) -> str:
         parts.append("persistent")
     if r["cluster"] > 1:
         parts.append(f"cluster {r['cluster']}")
+    if "pingpong" in r["variant"]:
+        parts.append("ping-pong")
     return "\n".join(parts)
 
 

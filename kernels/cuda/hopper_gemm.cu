@@ -9,11 +9,15 @@
 // from shared memory into registers; full and empty mbarriers hand each slot
 // between the warps that fill it and the warps that read it.
 //
-//   hg_ws<BN, STAGES, PERSISTENT>  warp-specialized: warpgroup 0 is the producer
-//       (one thread issues the copies; setmaxnreg.dec gives its registers away),
-//       warpgroups 1 and 2 are consumers (setmaxnreg.inc), 64 x BN rows each.
-//       PERSISTENT: one block per SM walks the tiles, so the producer fills the
-//       ring for the next tile while the consumers store this one.
+//   hg_ws<BN, STAGES, PERSISTENT, CLUSTER, PINGPONG>  warp-specialized: warpgroup 0
+//       is the producer (one thread issues the copies; setmaxnreg.dec gives its
+//       registers away), warpgroups 1 and 2 are consumers (setmaxnreg.inc), 64 x BN
+//       rows of each tile apiece (cooperative). PERSISTENT: one block per SM walks
+//       the tiles, so the producer fills the ring for the next tile while the
+//       consumers store this one. CLUSTER = 2: two blocks share Bt's tile by
+//       multicast. PINGPONG: each consumer takes whole tiles, turn about, and
+//       stores one while the other computes. The consumers store C through
+//       shared memory by TMA (hg_store_tma) where C's rows allow it.
 //   hg_plain<BN, STAGES>  the same tiles without specialization: two warpgroups
 //       both compute, and thread 0 also issues the copies between its wgmmas.
 //
@@ -514,33 +518,6 @@ __device__ __forceinline__ void hg_plain(const TmaDesc& map_a, const TmaDesc& ma
 }
 // --8<-- [end:hg_kernel]
 
-// The m64n192 wrapper, for the kernels whose tiles are 128 x 192 (a wave of
-// tiles that fits the SMs better on some shapes); outside the sections the
-// pages show, like the instances that use it.
-template <>
-__device__ __forceinline__ void wgmma_f16<192>(float (&d)[96], unsigned long long desc_a,
-                                                  unsigned long long desc_b, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n192" HG_MMA_TAIL " "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, "
-        "%96, %97, " HG_MMA_FLAGS ";\n}\n"
-        :
-          "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-}
-
 // --8<-- [start:hg_instances]
 #define HG_ARGS const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_b, float* C, int M, int N, \
                 int K, float alpha, const __grid_constant__ TmaDesc map_c, int tma_c
@@ -552,9 +529,9 @@ __device__ __forceinline__ void wgmma_f16<192>(float (&d)[96], unsigned long lon
     extern "C" __global__ void __launch_bounds__(384, 1) NAME(HG_ARGS) {                   \
         hg_ws<BN, STAGES, PERSISTENT, 1>(map_a, map_b, C, M, N, K, alpha, map_c, tma_c);   \
     }
-#define HG_WS_PINGPONG(NAME, BN, STAGES, CLUSTER)                                                     \
-    extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(384, 1) NAME(HG_ARGS) {   \
-        hg_ws<BN, STAGES, true, CLUSTER, true>(map_a, map_b, C, M, N, K, alpha, map_c, tma_c);             \
+#define HG_WS_PINGPONG(NAME, BN, STAGES)                                                   \
+    extern "C" __global__ void __launch_bounds__(384, 1) NAME(HG_ARGS) {                   \
+        hg_ws<BN, STAGES, true, 1, true>(map_a, map_b, C, M, N, K, alpha, map_c, tma_c);   \
     }
 #define HG_WS_CLUSTER(NAME, BN, STAGES, PERSISTENT)                                                   \
     extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1) NAME(HG_ARGS) {   \
@@ -569,9 +546,7 @@ HG_WS(hg_ws_persistent_128, 128, 6, true)
 HG_WS(hg_ws_persistent_256, 256, 4, true)
 HG_WS_CLUSTER(hg_ws_cluster_256, 256, 4, false)
 HG_WS_CLUSTER(hg_ws_cluster_persistent_256, 256, 4, true)
-HG_WS_CLUSTER(hg_ws_cluster_persistent_192, 192, 4, true)
-HG_WS_PINGPONG(hg_ws_pingpong_128, 128, 6, 1)
-HG_WS_PINGPONG(hg_ws_cluster_pingpong_128, 128, 6, 2)
+HG_WS_PINGPONG(hg_ws_pingpong_128, 128, 6)
 // --8<-- [end:hg_instances]
 
 // --8<-- [start:hg_split_sum]

@@ -400,7 +400,6 @@ SPMV_MERGE(16)
 // step (4) (a fixed tree of adds), and the thread that holds its last carry
 // adds the total, once. Rows -1 (the tile ended past the last row) are skipped.
 #define FIXUP_THREADS 1024
-#define FIXUP_CHUNK 8
 extern "C" __global__ void __launch_bounds__(FIXUP_THREADS)
 spmv_merge_fixup(const int2* __restrict__ carry, float* __restrict__ out, int tiles) {
     constexpr int WARPS = FIXUP_THREADS / 32;
@@ -413,40 +412,20 @@ spmv_merge_fixup(const int2* __restrict__ carry, float* __restrict__ out, int ti
     int key = -1, first_key = -1;
     float acc = 0.0f, first = 0.0f;
     bool ended = false;  // has a row of my stretch ended in it?
-    // FIXUP_CHUNK carries at a time: their loads all go out together, then the
-    // rows completed among them read out together and write it (distinct rows:
-    // a row's carries are consecutive), so a thread waits two round trips per
-    // chunk, not two per carry.
-    for (int t_c = t0; t_c < t1; t_c += FIXUP_CHUNK) {
-        int2 c[FIXUP_CHUNK];
-        int done_key[FIXUP_CHUNK];
-        float done_val[FIXUP_CHUNK], cur[FIXUP_CHUNK];
-#pragma unroll
-        for (int i = 0; i < FIXUP_CHUNK; ++i) c[i] = t_c + i < t1 ? carry[t_c + i] : make_int2(-1, 0);
-#pragma unroll
-        for (int i = 0; i < FIXUP_CHUNK; ++i) {
-            done_key[i] = -1;
-            done_val[i] = 0.0f;
-            if (t_c + i >= t1) continue;
-            if (t_c + i > t0 && c[i].x != key) {  // the row `key` ends in my stretch
-                if (ended) {
-                    done_key[i] = key;          // began in my stretch too: complete (skipped if -1)
-                    done_val[i] = acc;
-                } else {
-                    first_key = key;            // may have begun before my stretch: after the scan
-                    first = acc;
-                    ended = true;
-                }
-                acc = 0.0f;
+    for (int t = t0; t < t1; ++t) {
+        const int2 c = carry[t];
+        if (t > t0 && c.x != key) {  // the row `key` ends in my stretch
+            if (ended) {
+                if (key >= 0) out[key] += acc;  // began in my stretch too: complete
+            } else {
+                first_key = key;                // may have begun before my stretch: after the scan
+                first = acc;
+                ended = true;
             }
-            key = c[i].x;
-            acc += __int_as_float(c[i].y);
+            acc = 0.0f;
         }
-#pragma unroll
-        for (int i = 0; i < FIXUP_CHUNK; ++i) cur[i] = done_key[i] >= 0 ? out[done_key[i]] : 0.0f;
-#pragma unroll
-        for (int i = 0; i < FIXUP_CHUNK; ++i)
-            if (done_key[i] >= 0) out[done_key[i]] = cur[i] + done_val[i];
+        key = c.x;
+        acc += __int_as_float(c.y);
     }
     // segmented scan of (row, partial sum) over the threads, as in step (4)
     float val = acc;
