@@ -450,6 +450,7 @@ GEMM_KERNELS = {
     "hg_ws_256": (256, 4, 384, False, 1),                 # a producer warpgroup and two consumers
     "hg_ws_persistent_256": (256, 4, 384, True, 1),       # + one block per SM walking the tiles
     "hg_ws_cluster_persistent_256": (256, 4, 384, True, 2),  # + clusters of 2 sharing Bt's tile (multicast)
+    "hg_ws_pingpong_128": (128, 6, 384, True, 1),         # each consumer its own 128 x 128 tiles, turn about
 }
 
 

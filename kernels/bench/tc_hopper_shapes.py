@@ -356,18 +356,26 @@ def claims(data: dict) -> None:
         assert picked["ms"] <= 1.15 * best["ms"], (shape, picked["variant"], best["variant"])
     # the refitted model takes the persistent cluster kernel on every unsplit shape
     assert {p["kernel"] for s, p, _ in picks(data) if p["splits"] == 1} == {"hg_ws_cluster_persistent_256"}
+    # ping-pong against the persistent cluster kernel (tuning records, unsplit): ahead only where
+    # a tile's k loop is short (K = 1024), behind on the shapes with K >= 4096 that fill the SMs
+    # with tiles (1024 x 1024 x 16384 has too few for either: the planner splits K there)
+    unsplit = {(tuple(r["shape"]), r["kernel"]): r["ms"] for r in results.select(data, TOPIC)
+               if r.get("tuning") and r["splits"] == 1}
+    pp, coop = "hg_ws_pingpong_128", "hg_ws_cluster_persistent_256"
+    assert unsplit[(8192, 8192, 1024), pp] < unsplit[(8192, 8192, 1024), coop]
+    assert all(unsplit[s, pp] > unsplit[s, coop] for s in SHAPES if s[2] >= 4096 and s[0] * s[1] > 2**21)
     auto = {(tuple(r["shape"]), r["format"]): r for r in rows if r["variant"].startswith("auto_")}
     one = {tuple(r["shape"]): r for r in rows if r["variant"] == BASELINE}
     for (shape, fmt), r in auto.items():
         if fmt == "fp16":  # planning never costs more than about 5 % against the one kernel (both paired)
             assert r["paired_ratio"] >= 0.95 * one[shape]["paired_ratio"], shape
     # the TMA store against the register store (the same plan, paired beside cuBLAS): it gains most
-    # where a tile's k loop is short against its 128 KB of C (K = 1024, or M N large for K = 4096),
-    # and costs nothing measurable elsewhere
+    # where a tile's k loop is shortest against its 128 KB of C (K = 1024), and costs nothing
+    # measurable elsewhere
     reg = {tuple(r["shape"]): r for r in rows if r["variant"] == f"{REGISTER_STORE}_fp16"}
     gain = {s: auto[s, "fp16"]["paired_ratio"] / r["paired_ratio"] for s, r in reg.items()}
     assert set(gain) == set(SHAPES) and min(gain.values()) > 0.97, gain
-    assert gain[8192, 8192, 1024] > 1.03 and gain[16384, 1024, 4096] > 1.03, gain
+    assert max(gain, key=gain.get) == (8192, 8192, 1024) and gain[8192, 8192, 1024] > 1.03, gain
     # K long and M N small: the planner splits K and gains most there
     assert auto[(1024, 1024, 16384), "fp16"]["splits"] > 1
     assert auto[(1024, 1024, 16384), "fp16"]["paired_ratio"] > 2.5 * one[1024, 1024, 16384]["paired_ratio"]
@@ -388,7 +396,8 @@ def claims(data: dict) -> None:
         geomean = math.exp(sum(math.log(r["paired_ratio"]) for r in got.values()) / len(got))
         assert 0.94 <= geomean < 0.97, (fmt, geomean)
         assert harness.against(got[8192, 8192, 8192], 1.0) == "level", fmt
-        assert harness.against(got[4096, 4096, 4096], 1.0) == "below", fmt
+        assert got[4096, 4096, 4096]["paired_ratio"] < 1.0, fmt  # the median round behind at 4096^3,
+        assert harness.against(got[4096, 4096, 4096], 1.0) in ("below", "level"), fmt  # never ahead in all
     # FP8 E4M3 against torch._scaled_mm (cuBLASLt): level at 8192^3, ahead at 4096^3; our error is
     # its fast-accumulation mode's (wgmma's FP8 accumulation, never promoted to FP32), about ten
     # times the error of its default, which promotes
