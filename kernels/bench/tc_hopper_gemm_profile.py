@@ -122,6 +122,8 @@ def measure(quick: bool = False) -> list[dict]:
 def claims(data: dict) -> None:
     """docs/warp-specialization*.md, "What limits the last step": one launch
     of each under the profiler, against the committed measurements."""
+    from .. import hopper_gemm as hg
+
     rows = results.select(data, TOPIC)
     r = {(x["variant"], x["shape"][0]): x for x in rows}
     big = [x for x in rows if x["shape"][0] == 8192 and x["impl"] == "cupy" and x["variant"].endswith("_256")]
@@ -136,7 +138,7 @@ def claims(data: dict) -> None:
     # much of the time; the persistent cluster kernel keeps it about as busy as cuBLAS while its
     # SMs run, and is still short of cuBLAS's time
     odd = {x["variant"]: x for x in rows if x["shape"] == list(ODD)}
-    assert set(odd) == {"gemmex_tn_f16_f32", *hg_names()} and all(x["dram_busy"] < 0.3 for x in odd.values())
+    assert set(odd) == {"gemmex_tn_f16_f32", *hg.KERNELS} and all(x["dram_busy"] < 0.3 for x in odd.values())
     best = odd["hg_ws_cluster_persistent_256"]
     assert abs(best["tensor_pipe_active"] - odd["gemmex_tn_f16_f32"]["tensor_pipe_active"]) < 0.05
     assert best["ratio"] < 0.92
@@ -145,19 +147,12 @@ def claims(data: dict) -> None:
     assert all(x["rel_err"] < rel_err_bound(x) for x in rows)
 
 
-def hg_names() -> tuple:
-    """The kernels each profile covers: every one of kernels.hopper_gemm."""
-    from .. import hopper_gemm as hg
-
-    return tuple(hg.KERNELS)
-
-
 def rel_err_bound(r: dict) -> float:
-    """FP32 accumulation of exact FP16 products: 1e-5, growing as sqrt(K) past
-    K = 1024 (as topic tc_hopper_shapes bounds it)."""
-    import math
+    """FP16 in, FP32 accumulation: topic tc_hopper_shapes's bound for FP16
+    (1e-5, growing as sqrt(K) past K = 1024)."""
+    from . import tc_hopper_shapes
 
-    return 1e-5 * max(1.0, math.sqrt(r["shape"][2] / 1024))
+    return tc_hopper_shapes.rel_err_bound({"format": "fp16", "shape": r["shape"]})
 
 
 def plot(data: dict, out_dir: Path) -> list[Path]:
