@@ -2,7 +2,7 @@
 kernels/cuda/hopper_gemm.cu, a warp-specialized FP16 / BF16 GEMM for Hopper
 (TMA, mbarriers, wgmma, setmaxnreg), its twin without specialization, the
 planner that picks a kernel and a split of K for a shape (kernel="auto"),
-and cuBLAS's GEMM of the same layout."""
+and cuBLAS's GEMM of the same layouts (B transposed, "tn", or not, "nn")."""
 
 from __future__ import annotations
 
@@ -46,24 +46,25 @@ MIN_K_TILES = 4
 
 # The planner's model, microseconds: a block spends KTILE_US on each k tile
 # when every SM is busy, and TILE_US more on each tile (filling the ring,
-# storing C); a split adds SPLIT_US and its traffic (every slice written
-# once and read once). Rows of A and Bt whose length in bytes (2K) is not a
-# multiple of 128 start off the 128-byte lines TMA reads; then a k tile takes
-# at least UNALIGNED_ROW_US for each row a block loads (BM of A, BN / cluster
-# of Bt: a cluster's multicast halves the second), whatever the math costs.
-# Fitted (least squares in log time) to the tuning records of a run of
-# topic tc_hopper_shapes on the H200 at commit d4a5df6 (leaving out its
-# records of a 128 x 192 tile kernel, tried and dropped): `python -m
-# kernels.bench.tc_hopper_shapes --fit` refits them from the results file;
-# its claims check that with these values the planner's pick is within 15 %
-# of the fastest candidate measured, at every shape.
-KTILE_US = {"hg_ws_128": 0.443, "hg_ws_256": 0.792, "hg_ws_persistent_128": 0.401,
-            "hg_ws_persistent_256": 0.757, "hg_ws_cluster_256": 0.879, "hg_ws_cluster_persistent_256": 0.747,
-            "hg_ws_pingpong_128": 0.427}
-TILE_US = {"hg_ws_128": 0.98, "hg_ws_256": 0.0, "hg_ws_persistent_128": 0.0, "hg_ws_persistent_256": 0.0,
-           "hg_ws_cluster_256": 0.16, "hg_ws_cluster_persistent_256": 0.0, "hg_ws_pingpong_128": 0.0}
-SPLIT_US = 0.0
-SPLIT_GBPS = 3000.0
+# the part of storing C that the next tile's k loop does not hide: none
+# for ping-pong, whose other warpgroup computes meanwhile); a split adds
+# SPLIT_US and its traffic (every slice written once and read once). Rows
+# of A and Bt whose length in bytes (2K) is not a multiple of 128 start off
+# the 128-byte lines TMA reads; then a k tile takes at least
+# UNALIGNED_ROW_US for each row a block loads (BM of A, BN / cluster of Bt:
+# a cluster's multicast halves the second), whatever the math costs.
+# Fitted to the tuning records of a run of topic tc_hopper_shapes on the
+# H200 at commit e719c0c: `python -m kernels.bench.tc_hopper_shapes --fit`
+# refits them from the results file (its docstring says how); its claims
+# check that with these values the planner's pick is within 15 % of the
+# fastest candidate measured, at every shape.
+KTILE_US = {"hg_ws_128": 0.398, "hg_ws_256": 0.709, "hg_ws_persistent_128": 0.388,
+            "hg_ws_persistent_256": 0.737, "hg_ws_cluster_256": 0.771, "hg_ws_cluster_persistent_256": 0.702,
+            "hg_ws_pingpong_128": 0.399}
+TILE_US = {"hg_ws_128": 4.42, "hg_ws_256": 5.6, "hg_ws_persistent_128": 1.38, "hg_ws_persistent_256": 3.1,
+           "hg_ws_cluster_256": 6.03, "hg_ws_cluster_persistent_256": 3.54, "hg_ws_pingpong_128": 0.51}
+SPLIT_US = 1.18
+SPLIT_GBPS = 5330.0
 UNALIGNED_ROW_US = 0.00285
 
 
@@ -81,15 +82,20 @@ def make_plan(K: int, kernel: str, splits: int) -> HgPlan:
     return HgPlan(kernel, math.ceil(k_all / k_per), k_per)
 
 
-def plan_cost(M: int, N: int, K: int, p: HgPlan, sms: int) -> float:
-    """Modelled microseconds: the busiest SM's rounds of tiles, each its k
-    tiles and a tile's fixed cost, and the split's sum."""
+def plan_rounds(M: int, N: int, p: HgPlan, sms: int) -> int:
+    """Tiles the busiest SM computes, one after another."""
     bn, _, _, persistent, cluster = KERNELS[p.kernel]
     tiles = math.ceil(M / (BM * cluster)) * math.ceil(N / bn)  # one per cluster
     if persistent:  # each slice gets sms / splits SMs; a block walks its share of the tiles
-        rounds = math.ceil(tiles / min(tiles, max(1, sms // (cluster * p.splits))))
-    else:           # the blocks of every slice, sms at a time
-        rounds = math.ceil(tiles * cluster * p.splits / (sms // cluster * cluster))
+        return math.ceil(tiles / min(tiles, max(1, sms // (cluster * p.splits))))
+    return math.ceil(tiles * cluster * p.splits / (sms // cluster * cluster))  # every slice's blocks, sms at a time
+
+
+def plan_cost(M: int, N: int, K: int, p: HgPlan, sms: int) -> float:
+    """Modelled microseconds: the busiest SM's rounds of tiles, each its k
+    tiles and a tile's fixed cost, and the split's sum."""
+    bn, _, _, _, cluster = KERNELS[p.kernel]
+    rounds = plan_rounds(M, N, p, sms)
     k_tile = KTILE_US[p.kernel]
     if K * 2 % 128:
         k_tile = max(k_tile, UNALIGNED_ROW_US * (BM + bn // cluster))
@@ -186,25 +192,31 @@ def _tensor_map(dtype: str, ptr: int, sizes: tuple, strides: tuple, box: tuple):
 FORMATS = {"fp16": (np.float16, ()), "bf16": (np.uint16, ("-DHG_BF16",)),
            "fp8_e4m3": (np.uint8, ("-DHG_FP8_E4M3",)), "fp8_e5m2": (np.uint8, ("-DHG_FP8_E5M2",))}
 FROM_DTYPE = {np.dtype(np.float16): "fp16", np.dtype(np.uint16): "bf16"}  # FP8 is named: two formats share uint8
+# The layouts of the second operand: "tn", Bt (N x K, the way a linear layer
+# stores its weights), or "nn", B (K x N) as it is, which wgmma reads
+# transposed (-DHG_B_KN). FP8's wgmma reads B K-major only: "tn" alone.
+LAYOUTS = {"tn": (), "nn": ("-DHG_B_KN",)}
+BUILDS = [(fmt, layout) for layout in LAYOUTS for fmt in FORMATS if layout == "tn" or not fmt.startswith("fp8")]
 
 
 def cuda_builds(cc: tuple[int, int] = (9, 0)) -> list[CudaBuild]:
     """How hopper_gemm.cu is compiled: for sm_90a (wgmma, setmaxnreg), whatever
-    the GPU, once per format."""
-    return [CudaBuild(CUDA_SOURCE.name, CUDA_SOURCE.read_text(), ("-arch=sm_90a", "--std=c++17", *defines))
-            for _, defines in FORMATS.values()]
+    the GPU, once per format and layout of BUILDS."""
+    return [CudaBuild(CUDA_SOURCE.name, CUDA_SOURCE.read_text(),
+                      ("-arch=sm_90a", "--std=c++17", *FORMATS[fmt][1], *LAYOUTS[layout]))
+            for fmt, layout in BUILDS]
 
 
 @functools.cache
-def hg_module(fmt: str = "fp16"):
-    return cuda_builds()[list(FORMATS).index(fmt)].module()
+def hg_module(fmt: str = "fp16", layout: str = "tn"):
+    return cuda_builds()[BUILDS.index((fmt, layout))].module()
 
 
 @functools.cache
-def hg_kernel(kernel: str, fmt: str = "fp16"):
+def hg_kernel(kernel: str, fmt: str = "fp16", layout: str = "tn"):
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {tuple(KERNELS)}, got {kernel!r}")
-    k = hg_module(fmt).get_function(kernel)
+    k = hg_module(fmt, layout).get_function(kernel)
     k.max_dynamic_shared_size_bytes = smem_bytes(kernel)
     return k
 
@@ -217,12 +229,14 @@ def sm_count(device_id: int) -> int:
     return cp.cuda.Device(device_id).attributes["MultiProcessorCount"]
 
 
-def hopper_gemm(A, Bt, C=None, *, kernel: str = "auto", splits: int | None = None, fmt: str | None = None,
-                scale: float = 1.0, tma_store: bool = True):
-    """C = scale * A @ Bt.T: A (M x K) and Bt (N x K) both float16 (FP16),
-    both uint16 (BF16 bit patterns), or both uint8 with fmt="fp8_e4m3" or
-    "fp8_e5m2" (FP8 bytes, to_fp8), C (M x N) float32, all C-contiguous CuPy
-    arrays; K a multiple of 8 (of 16 for FP8). kernel="auto": the kernel and
+def hopper_gemm(A, B, C=None, *, kernel: str = "auto", splits: int | None = None, fmt: str | None = None,
+                scale: float = 1.0, tma_store: bool = True, layout: str = "tn"):
+    """C = scale * A @ B.T (layout "tn": B is Bt, N x K) or scale * A @ B
+    (layout "nn": B is K x N, FP16 and BF16 only, N a multiple of 8): A
+    (M x K) and B both float16 (FP16), both uint16 (BF16 bit patterns), or
+    both uint8 with fmt="fp8_e4m3" or "fp8_e5m2" (FP8 bytes, to_fp8), C
+    (M x N) float32, all C-contiguous CuPy arrays; K a multiple of 8 (of 16
+    for FP8). Both layouts run the same plan. kernel="auto": the kernel and
     split of K that hopper_gemm_plan picks for the shape; a name of KERNELS
     runs that kernel, K cut into `splits` slices (default 1; the hg_plain
     kernels do not split). tma_store: the hg_ws kernels store C through
@@ -232,8 +246,11 @@ def hopper_gemm(A, Bt, C=None, *, kernel: str = "auto", splits: int | None = Non
 
     if kernel != "auto" and kernel not in KERNELS:
         raise ValueError(f"kernel must be 'auto' or one of {tuple(KERNELS)}, got {kernel!r}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {tuple(LAYOUTS)}, got {layout!r}")
+    bname = "Bt" if layout == "tn" else "B"
     checks.require_cupy_array("A", A)
-    checks.require_cupy_array("Bt", Bt)
+    checks.require_cupy_array(bname, B)
     if fmt is None:
         fmt = FROM_DTYPE.get(np.dtype(A.dtype))
         if fmt is None:
@@ -241,15 +258,26 @@ def hopper_gemm(A, Bt, C=None, *, kernel: str = "auto", splits: int | None = Non
                             f"fmt for uint8, got {np.dtype(A.dtype)}")
     elif fmt not in FORMATS:
         raise ValueError(f"fmt must be one of {tuple(FORMATS)}, got {fmt!r}")
-    for name, X in (("A", A), ("Bt", Bt)):
+    if (fmt, layout) not in BUILDS:
+        raise ValueError(f"layout {layout!r} is not built for {fmt} (FP8's wgmma reads B K-major only: "
+                         f"pass Bt, N x K, with layout 'tn')")
+    for name, X in (("A", A), (bname, B)):
         checks.require_dtype(name, X, FORMATS[fmt][0])
         checks.require_ndim(name, X, 2)
         checks.require_contiguous(name, X)
         if X.data.ptr % 16:
             raise ValueError(f"{name} must start on a 16-byte boundary (TMA), got address {X.data.ptr:#x}")
-    (M, K), (N, K2) = A.shape, Bt.shape
-    if K2 != K:
-        raise ValueError(f"A is {M}x{K} and Bt is {N}x{K2}: they must share K (the second dimension)")
+    if layout == "tn":
+        (M, K), (N, K2) = A.shape, B.shape
+        if K2 != K:
+            raise ValueError(f"A is {M}x{K} and Bt is {N}x{K2}: they must share K (the second dimension)")
+    else:
+        (M, K), (K2, N) = A.shape, B.shape
+        if K2 != K:
+            raise ValueError(f"A is {M}x{K} and B is {K2}x{N}: B's rows must be A's columns (K)")
+        if N % 8:
+            raise ValueError(f"N must be a multiple of 8 with layout 'nn' (TMA copies B's rows of N values, "
+                             f"a multiple of 16 bytes), got {N}")
     if K * A.itemsize % 16:
         raise ValueError(f"K must be a multiple of {16 // A.itemsize} (TMA copies rows of a multiple of "
                          f"16 bytes), got {K}")
@@ -264,13 +292,13 @@ def hopper_gemm(A, Bt, C=None, *, kernel: str = "auto", splits: int | None = Non
         # all three are contiguous: each spans [ptr, ptr + nbytes), so a check of two intervals
         # finds an overlap (the general check, which names it, then raises; it costs a call's time)
         c0, c1 = C.data.ptr, C.data.ptr + C.nbytes
-        if any(X.data.ptr < c1 and c0 < X.data.ptr + X.nbytes for X in (A, Bt) if X.size and C.size):
-            checks.require_no_overlap("C", C, A=A, Bt=Bt)
+        if any(X.data.ptr < c1 and c0 < X.data.ptr + X.nbytes for X in (A, B) if X.size and C.size):
+            checks.require_no_overlap("C", C, **{"A": A, bname: B})
     dev = cp.cuda.Device().id
     info = device_info(dev)
     require_sm90a(info["name"], info["cc"])
     if A.itemsize == 1:  # FP8: the kernels count K in two-byte words (a k tile: 64 words, 128 values)
-        A, Bt, K = A.view(cp.uint16), Bt.view(cp.uint16), K // 2
+        A, B, K = A.view(cp.uint16), B.view(cp.uint16), K // 2
     if kernel == "auto":
         if splits is not None:
             raise ValueError("splits is chosen by the planner with kernel='auto'; name a kernel to set it")
@@ -291,13 +319,15 @@ def hopper_gemm(A, Bt, C=None, *, kernel: str = "auto", splits: int | None = Non
     out = C if plan.splits == 1 else split_workspace(plan.splits * M * N)
     # the hg_ws kernels store C by TMA when its rows allow it (else from registers)
     tma_c = tma_store and not plan.kernel.startswith("hg_plain") and N % 4 == 0 and out.data.ptr % 16 == 0
-    hg_kernel(plan.kernel, fmt)((grid_x, plan.splits), (threads,),
-                                (tensor_map_f16(A, BM), tensor_map_f16(Bt, bn // cluster), out,
-                                 np.int32(M), np.int32(N), np.int32(K), np.float32(scale),
-                                 tensor_map_c(out, M, N, plan.splits) if tma_c else NO_MAP, np.int32(tma_c)),
-                                shared_mem=smem_bytes(plan.kernel))
+    # Bt: boxes of a block's rows x BK; B (K x N): boxes of BK rows x 64 columns (hg_b_layout)
+    map_b = tensor_map_f16(B, bn // cluster) if layout == "tn" else tensor_map_f16(B, BK, 64)
+    hg_kernel(plan.kernel, fmt, layout)((grid_x, plan.splits), (threads,),
+                                        (tensor_map_f16(A, BM), map_b, out,
+                                         np.int32(M), np.int32(N), np.int32(K), np.float32(scale),
+                                         tensor_map_c(out, M, N, plan.splits) if tma_c else NO_MAP, np.int32(tma_c)),
+                                        shared_mem=smem_bytes(plan.kernel))
     if plan.splits > 1:  # the slices' partial sums, added in order
-        hg_module(fmt).get_function("hg_split_sum")((min(4 * sms, math.ceil(M * N / 1024)),), (256,),
+        hg_module(fmt, layout).get_function("hg_split_sum")((min(4 * sms, math.ceil(M * N / 1024)),), (256,),
                                                     (out, C, np.int64(M * N), np.int32(plan.splits)))
     return C
 
@@ -378,5 +408,23 @@ def cublas_gemm_tn(A, Bt, C=None):
     one, zero = np.array(1.0, np.float32), np.array(0.0, np.float32)
     cublas.gemmEx(cp.cuda.device.get_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, N, M, K,
                   one.ctypes.data, Bt.data.ptr, ab, K, A.data.ptr, ab, K,
+                  zero.ctypes.data, C.data.ptr, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+    return C
+
+
+def cublas_gemm_nn(A, B, C=None):
+    """cuBLAS's C = A @ B for B as it is (K x N), the operands of
+    hopper_gemm(..., layout="nn"): column-major, it computes C^T = B^T A^T,
+    neither transposed."""
+    import cupy as cp
+    from cupy_backends.cuda.libs import cublas
+
+    (M, K), (_, N) = A.shape, B.shape
+    if C is None:
+        C = cp.empty((M, N), dtype=cp.float32)
+    ab = CUDA_R_16BF if A.dtype == np.uint16 else CUDA_R_16F
+    one, zero = np.array(1.0, np.float32), np.array(0.0, np.float32)
+    cublas.gemmEx(cp.cuda.device.get_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, N, M, K,
+                  one.ctypes.data, B.data.ptr, ab, N, A.data.ptr, ab, K,
                   zero.ctypes.data, C.data.ptr, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
     return C

@@ -244,6 +244,55 @@ def test_gemm_auto_and_cublas_agree_with_float64(fmt):
             _check_gemm(C, A64, B64)
 
 
+# layout "nn": N a multiple of 8 (B's rows of 16 bytes); tails in every direction, N
+# not a multiple of the 64-column boxes, K one k tile or a ragged last one, split K
+NN_SHAPES = [(1, 8, 8), (17, 40, 8), (1000, 1016, 776), (3001, 4104, 136), (64, 8, 65536), (130, 264, 4104)]
+
+
+@gpu
+@pytest.mark.parametrize("fmt", ["fp16", "bf16"])
+@pytest.mark.parametrize("kernel", list(hg.KERNELS))
+def test_gemm_nn_layout_matches_float64(kernel, fmt):
+    """B as it is (K x N, read transposed by wgmma), every kernel, unsplit
+    and in 3 slices (the hg_plain kernels: unsplit), both epilogues, twice
+    in a row into a poisoned C."""
+    import cupy as cp
+
+    for M, N, K in NN_SHAPES:
+        A, Bt, A64, B64 = _gemm_inputs(M, N, K, seed=M + 2 * K, fmt=fmt)
+        B = cp.ascontiguousarray(Bt.T)  # K x N: the same values
+        for splits in (1, 3) if kernel in hg.AUTO_KERNELS else (1,):
+            for tma_store in (True, False, True):
+                C = cp.full((M, N), cp.nan, dtype=cp.float32)
+                assert hg.hopper_gemm(A, B, C, kernel=kernel, splits=splits, tma_store=tma_store,
+                                      layout="nn") is C
+                _check_gemm(C, A64, B64)
+    C = hg.hopper_gemm(A, B, layout="nn")  # kernel="auto"
+    _check_gemm(C, A64, B64)
+    C = hg.cublas_gemm_nn(A, B)  # the reference the bench times it against
+    _check_gemm(C, A64, B64)
+
+
+@gpu
+def test_gemm_nn_layout_refuses_what_it_cannot_run():
+    import cupy as cp
+
+    A = cp.zeros((64, 64), dtype=cp.float16)
+    with pytest.raises(ValueError, match="N must be a multiple of 8 with layout 'nn'"):
+        hg.hopper_gemm(A, cp.zeros((64, 60), dtype=cp.float16), layout="nn")
+    with pytest.raises(ValueError, match="B's rows must be A's columns"):
+        hg.hopper_gemm(A, cp.zeros((72, 64), dtype=cp.float16), layout="nn")
+    with pytest.raises(ValueError, match="K-major only"):
+        hg.hopper_gemm(A.view(cp.uint8), A.view(cp.uint8), fmt="fp8_e4m3", layout="nn")
+    with pytest.raises(ValueError, match="layout must be one of"):
+        hg.hopper_gemm(A, A, layout="tt")
+    with pytest.raises(TypeError, match="B must have dtype float16"):
+        hg.hopper_gemm(A, A.view(cp.uint16), layout="nn")
+    C = cp.zeros((64, 64), dtype=cp.float32)
+    with pytest.raises(ValueError, match="overlap"):  # B in C's first half
+        hg.hopper_gemm(A, C.view(cp.float16).ravel()[:64 * 64].reshape(64, 64), C, layout="nn")
+
+
 @gpu
 @pytest.mark.parametrize("fmt", ["fp8_e4m3", "fp8_e5m2"])
 def test_to_fp8_packs_every_value_into_its_code(fmt):

@@ -5,8 +5,10 @@ For every shape of SHAPES and each format, in one run: cuBLAS's GEMM of the
 same layout (cublasGemmEx, FP32 accumulation and out), `hopper_gemm` with
 kernel="auto" (the kernel and split of K that hopper_gemm_plan picks) and,
 in FP16, the one kernel the chapter builds up to (`hg_ws_persistent_256`,
-no split) and the planned GEMM storing C from registers instead of by TMA
-(variant register_store_fp16). Those are timed in paired rounds beside cuBLAS (ratio = cuBLAS's
+no split), the planned GEMM storing C from registers instead of by TMA
+(variant register_store_fp16), and the NN layout (B as it is, K x N):
+the planned GEMM with layout="nn" (nn_fp16) and cuBLAS's NN GEMM
+(gemmex_nn_fp16). Those are timed in paired rounds beside cuBLAS's TN GEMM (ratio = cuBLAS's
 time / this one's, with its spread); rel_err against float64 (C poisoned
 first); the auto record carries its plan and the model's estimate.
 
@@ -37,6 +39,7 @@ QUICK_SHAPES = ((2048, 2048, 2048), (1024, 1024, 16384))
 FORMATS = {"fp16": "float16", "bf16": "bfloat16"}
 BASELINE = "hg_ws_persistent_256"  # the chapter's kernel, one for every shape
 REGISTER_STORE = "register_store"  # the planned GEMM with tma_store=False (FP16)
+NN, CUBLAS_NN = "nn", "cublas_nn"  # B as it is, K x N (FP16): hopper_gemm(..., layout="nn") and cuBLAS's
 ROUNDS = 5
 # FP32 accumulation of exact products: the error grows about as sqrt(K)
 # (1.9e-5 measured at K = 16384, unsplit)
@@ -121,13 +124,20 @@ def measure(quick: bool = False) -> list[dict]:
                 return err
 
             cases = {"cublas": hg.cublas_gemm_tn, "auto": hg.hopper_gemm}
+            arg_sets = {}
             if fmt == "fp16":
                 cases[BASELINE] = lambda A, B, C: hg.hopper_gemm(A, B, C, kernel=BASELINE)
                 # the same plan with the epilogue of before: C stored from registers, not by TMA
                 cases[REGISTER_STORE] = lambda A, B, C: hg.hopper_gemm(A, B, C, tma_store=False)
-            errs = {name: checked(name, fn) for name, fn in cases.items()}
-            paired = harness.paired_rounds({name: (fn, sets) for name, fn in cases.items()}, "cublas",
-                                           rounds=2 if quick else ROUNDS, warmup=1, samples=5, max_seconds=0.5)
+                # B as it is (K x N): ours (the same plan) and cuBLAS's, timed beside cuBLAS's TN
+                cases[NN] = lambda A, B, C: hg.hopper_gemm(A, B, C, layout="nn")
+                cases[CUBLAS_NN] = hg.cublas_gemm_nn
+                nn_sets = [(A, cp.ascontiguousarray(Bt.T), C) for A, Bt, C in sets]
+                arg_sets = {NN: nn_sets, CUBLAS_NN: nn_sets}
+            errs = {name: checked(name, fn, arg_sets.get(name, sets)[0]) for name, fn in cases.items()}
+            paired = harness.paired_rounds({name: (fn, arg_sets.get(name, sets)) for name, fn in cases.items()},
+                                           "cublas", rounds=2 if quick else ROUNDS, warmup=1, samples=5,
+                                           max_seconds=0.5)
             base_ms = paired["cublas"]["ms"]
             plan = hg.hopper_gemm_plan(M, N, K, sms)
             for name in cases:
@@ -138,7 +148,11 @@ def measure(quick: bool = False) -> list[dict]:
                     records.append(results.record(TOPIC, "cublas", f"gemmex_tn_{fmt}", shape, dtype, ms=ms,
                                                   **fields))
                     continue
-                p = plan if name in ("auto", REGISTER_STORE) else hg.make_plan(K, BASELINE, 1)
+                if name == CUBLAS_NN:
+                    records.append(results.record(TOPIC, "cublas", f"gemmex_nn_{fmt}", shape, dtype, ms=ms, ref=ref_id,
+                                                  **fields))
+                    continue
+                p = plan if name in ("auto", REGISTER_STORE, NN) else hg.make_plan(K, BASELINE, 1)
                 records.append(results.record(TOPIC, "cupy", f"{name}_{fmt}" if name != BASELINE else name,
                                               shape, dtype, ms=ms, ref=ref_id, kernel=p.kernel, splits=p.splits,
                                               model_us=hg.plan_cost(M, N, K, p, sms), **fields))
@@ -152,7 +166,7 @@ def measure(quick: bool = False) -> list[dict]:
                         rel_err=err, tflops=gflop / t["ms"], ratio=base_ms / t["ms"], tuning=True,
                         kernel=c.kernel, splits=c.splits, k_per=c.k_per, sms=sms, format=fmt,
                         model_us=hg.plan_cost(M, N, K, c, sms)))
-            del sets, ref, checked
+            del sets, arg_sets, ref, checked
             hg.SPLIT_WORKSPACE.clear()
             cp.get_default_memory_pool().free_all_blocks()
     for shape in (QUICK_SHAPES[:1] if quick else FP8_SHAPES):
@@ -303,28 +317,45 @@ KERNEL_BOUND_MS = 0.08
 
 
 def fit(data: dict, min_ms: float = KERNEL_BOUND_MS) -> dict:
-    """KTILE_US, TILE_US, SPLIT_US and UNALIGNED_ROW_US that best explain the tuning records:
-    least squares in log time, by coordinate descent from the shipped
-    values; with the loss before and after. kernels.hopper_gemm is left as
-    it was."""
+    """The planner's constants that best explain the tuning records, in two
+    steps. (1) Per kernel, its unsplit records on rows of 128-byte lines:
+    there the model is linear in KTILE_US and TILE_US (time = rounds x
+    (k tiles x KTILE_US + TILE_US)), so least squares in relative error
+    solves both exactly (TILE_US held at 0 if it would come out negative).
+    (2) Those held, SPLIT_US, SPLIT_GBPS and UNALIGNED_ROW_US by coordinate
+    descent on every record, least squares in log time. Returns the values,
+    with the loss of (2) before and after; kernels.hopper_gemm is left as
+    it was. (A descent over every constant at once, the fit before this one,
+    left TILE_US at 0 for most kernels: the split records dominate the loss
+    and the descent, one knob at a time, never moved KTILE_US and TILE_US
+    together.)"""
     from .. import hopper_gemm as hg
 
     recs = [r for r in results.select(data, TOPIC) if r.get("tuning") and r["ms"] >= min_ms]
-    scalars = ("SPLIT_US", "UNALIGNED_ROW_US")
+    scalars = ("SPLIT_US", "SPLIT_GBPS", "UNALIGNED_ROW_US")
     shipped = {n: getattr(hg, n) for n in ("KTILE_US", "TILE_US", *scalars)}
-    vals = {"KTILE_US": dict(hg.KTILE_US), "TILE_US": dict(hg.TILE_US), **{n: getattr(hg, n) for n in scalars}}
-    knobs = [(n, k) for n in ("KTILE_US", "TILE_US") for k in hg.AUTO_KERNELS] + [(n, None) for n in scalars]
+    ktile, tile = dict(hg.KTILE_US), dict(hg.TILE_US)
+    for k in hg.AUTO_KERNELS:
+        rows = []  # each record: rounds x k tiles / ms and rounds / ms, against 1
+        for r in recs:
+            M, N, K = r["shape"]
+            if r["kernel"] == k and r["splits"] == 1 and K * 2 % 128 == 0:
+                p = hg.make_plan(K, k, 1)
+                n = hg.plan_rounds(M, N, p, r["sms"])
+                rows.append([n * p.k_per / (r["ms"] * 1e3), n / (r["ms"] * 1e3)])
+        if len(rows) >= 2:
+            X = np.array(rows)
+            a, b = np.linalg.lstsq(X, np.ones(len(X)), rcond=None)[0]
+            if b < 0:
+                a, b = np.linalg.lstsq(X[:, :1], np.ones(len(X)), rcond=None)[0][0], 0.0
+            ktile[k], tile[k] = float(a), float(b)
+    vals = {n: getattr(hg, n) for n in scalars}
 
     def get(knob):
-        n, k = knob
-        return vals[n] if k is None else vals[n][k]
+        return vals[knob]
 
     def put(knob, v):
-        n, k = knob
-        if k is None:
-            vals[n] = v
-        else:
-            vals[n][k] = v
+        vals[knob] = v
 
     def loss():
         for n, v in vals.items():
@@ -333,15 +364,17 @@ def fit(data: dict, min_ms: float = KERNEL_BOUND_MS) -> dict:
                                           r["sms"])) - math.log(r["ms"] * 1e3)) ** 2 for r in recs) / len(recs)
 
     try:
-        before, after = fitting.descend(loss, knobs, get, put, factors=(0.5, 0.7, 0.85, 0.95, 1.05, 1.15, 1.4, 2.0),
+        hg.KTILE_US, hg.TILE_US = ktile, tile
+        before, after = fitting.descend(loss, scalars, get, put, factors=(0.5, 0.7, 0.85, 0.95, 1.05, 1.15, 1.4, 2.0),
                                         floor=1e-4)
     finally:
         for n, v in shipped.items():
             setattr(hg, n, v)
-    return {"KTILE_US": {k: round(v, 3) for k, v in vals["KTILE_US"].items()},
-            "TILE_US": {k: round(v, 2) for k, v in vals["TILE_US"].items()},
-            "SPLIT_US": round(vals["SPLIT_US"], 2), "UNALIGNED_ROW_US": round(vals["UNALIGNED_ROW_US"], 5),
-            "loss_shipped": before, "loss": after, "records": len(recs)}
+    return {"KTILE_US": {k: round(v, 3) for k, v in ktile.items()},
+            "TILE_US": {k: round(v, 2) for k, v in tile.items()},
+            "SPLIT_US": round(vals["SPLIT_US"], 2), "SPLIT_GBPS": round(vals["SPLIT_GBPS"], -1),
+            "UNALIGNED_ROW_US": round(vals["UNALIGNED_ROW_US"], 5),
+            "loss_start": before, "loss": after, "records": len(recs)}
 
 
 def claims(data: dict) -> None:
@@ -354,8 +387,11 @@ def claims(data: dict) -> None:
     assert all(r["rel_err"] < rel_err_bound(r) for r in results.select(data, TOPIC))
     for shape, picked, best in picks(data):  # the model's pick is close to the fastest candidate
         assert picked["ms"] <= 1.15 * best["ms"], (shape, picked["variant"], best["variant"])
-    # the refitted model takes the persistent cluster kernel on every unsplit shape
-    assert {p["kernel"] for s, p, _ in picks(data) if p["splits"] == 1} == {"hg_ws_cluster_persistent_256"}
+    # the model takes ping-pong where a tile's k loop is short (K = 1024), the persistent cluster
+    # kernel on every other unsplit shape
+    unsplit_picks = {tuple(s): p["kernel"] for s, p, _ in picks(data) if p["splits"] == 1}
+    assert unsplit_picks.pop((8192, 8192, 1024)) == "hg_ws_pingpong_128"
+    assert set(unsplit_picks.values()) == {"hg_ws_cluster_persistent_256"}, unsplit_picks
     # ping-pong against the persistent cluster kernel (tuning records, unsplit): ahead only where
     # a tile's k loop is short (K = 1024), behind on the shapes with K >= 4096 that fill the SMs
     # with tiles (1024 x 1024 x 16384 has too few for either: the planner splits K there)
@@ -376,6 +412,11 @@ def claims(data: dict) -> None:
     gain = {s: auto[s, "fp16"]["paired_ratio"] / r["paired_ratio"] for s, r in reg.items()}
     assert set(gain) == set(SHAPES) and min(gain.values()) > 0.97, gain
     assert max(gain, key=gain.get) == (8192, 8192, 1024) and gain[8192, 8192, 1024] > 1.03, gain
+    # B as it is (K x N, read transposed by wgmma): within 5 % of Bt's speed on every shape, the
+    # same plan, both beside cuBLAS's TN GEMM
+    nn = {tuple(r["shape"]): r for r in rows if r["variant"] == f"{NN}_fp16"}
+    assert set(nn) == set(SHAPES)
+    assert all(r["paired_ratio"] >= 0.95 * auto[s, "fp16"]["paired_ratio"] for s, r in nn.items()), nn
     # K long and M N small: the planner splits K and gains most there
     assert auto[(1024, 1024, 16384), "fp16"]["splits"] > 1
     assert auto[(1024, 1024, 16384), "fp16"]["paired_ratio"] > 2.5 * one[1024, 1024, 16384]["paired_ratio"]
@@ -415,21 +456,25 @@ def claims(data: dict) -> None:
 
 def sanitize() -> None:
     """`make sanitize`: every kernel the planner may pick, unsplit and split,
-    in both formats, at small odd shapes, twice in a row, checked."""
+    in every format and layout, at small odd shapes (N a multiple of 8 for
+    layout "nn"), twice in a row, checked."""
     import cupy as cp
 
     from kernels import harness, hopper_gemm as hg
 
-    for M, N, K in ((1, 1, 16), (130, 260, 528), (300, 129, 1040)):
-        for fmt in hg.FORMATS:
+    shapes = {"tn": ((1, 1, 16), (130, 260, 528), (300, 129, 1040)),
+              "nn": ((1, 8, 16), (130, 264, 528), (300, 136, 1040))}
+    for fmt, layout in hg.BUILDS:
+        for M, N, K in shapes[layout]:
             A, Bt, A64, B64, scale = operands(M, N, K, fmt, seed=M + N + K)
+            B = Bt if layout == "tn" else cp.ascontiguousarray(Bt.T)
             ref = A64 @ B64.T
             for kernel in hg.AUTO_KERNELS:
                 for splits in (1, 3):
                     for _ in range(2):
                         C = cp.full((M, N), cp.nan, dtype=cp.float32)
-                        hg.hopper_gemm(A, Bt, C, kernel=kernel, splits=splits, fmt=fmt, scale=scale)
-                        assert harness.rel_err(C, ref) < REL_TOL_FMT[fmt], (kernel, splits, fmt, M, N, K)
+                        hg.hopper_gemm(A, B, C, kernel=kernel, splits=splits, fmt=fmt, scale=scale, layout=layout)
+                        assert harness.rel_err(C, ref) < REL_TOL_FMT[fmt], (kernel, splits, fmt, layout, M, N, K)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@
 // C + y * M * N (a workspace of S matrices); hg_split_sum then adds the S
 // slices into C in a fixed order (the same bits every run).
 //
+// With -DHG_B_KN, B comes as it is (K x N, row-major: the "NN" layout) and
+// wgmma reads it transposed (section hg_b_layout); FP16 and BF16 only.
+//
 // Compiled as is, A and Bt hold FP16; with -DHG_BF16, BF16 (bit patterns in
 // 16-bit words); with -DHG_FP8_E4M3 or -DHG_FP8_E5M2, FP8 (bytes): only the
 // wgmma instruction differs. C = alpha * A Bt^T (alpha: FP8's per-tensor scales).
@@ -40,7 +43,16 @@
 // bytes). The kernels count K in two-byte words either way: the host passes
 // K / 2 for FP8, so every tile, descriptor and copy stays as it is.
 // The operands after the descriptors: scale-d (p), A and B not negated (1, 1)
-// and, for 16-bit types only, not transposed (0, 0: both K-major).
+// and, for 16-bit types only, A not transposed (0: K-major) and B K-major
+// (0), or with -DHG_B_KN MN-major (1: wgmma reads it transposed).
+#if defined(HG_B_KN) && (defined(HG_FP8_E4M3) || defined(HG_FP8_E5M2))
+#error "FP8 wgmma reads B K-major only: the NN layout (HG_B_KN) is for 16-bit types"
+#endif
+#if defined(HG_B_KN)
+#define HG_TNSP_B "1"
+#else
+#define HG_TNSP_B "0"
+#endif
 #if defined(HG_FP8_E4M3)
 #define HG_MMA_TAIL "k32.f32.e4m3.e4m3"
 #define HG_MMA_FLAGS "p, 1, 1"
@@ -49,10 +61,10 @@
 #define HG_MMA_FLAGS "p, 1, 1"
 #elif defined(HG_BF16)
 #define HG_MMA_TAIL "k16.f32.bf16.bf16"
-#define HG_MMA_FLAGS "p, 1, 1, 0, 0"
+#define HG_MMA_FLAGS "p, 1, 1, 0, " HG_TNSP_B
 #else
 #define HG_MMA_TAIL "k16.f32.f16.f16"
-#define HG_MMA_FLAGS "p, 1, 1, 0, 0"
+#define HG_MMA_FLAGS "p, 1, 1, 0, " HG_TNSP_B
 #endif
 
 // --8<-- [start:hg_barriers]
@@ -203,6 +215,47 @@ __device__ __forceinline__ void hg_named_arrive(int id, int count) {
 }
 // --8<-- [end:hg_tma_store]
 
+// --8<-- [start:hg_b_layout]
+// B's two layouts in a ring slot (of k tiles of 64). As compiled, B comes
+// transposed (Bt, N x K, K-major) like A: one TMA box of ROWS rows of 64
+// halves, read through the same descriptor as A. With -DHG_B_KN, B comes as
+// it is (K x N, N-major): TMA copies boxes of 64 k rows x 64 n columns (128
+// bytes a row, 128-byte swizzle, 8 KB a box), ROWS / 64 of them side by
+// side, and wgmma reads them transposed. In that MN-major layout the descriptor's leading byte offset is
+// the distance from one box of 64 columns to the next (8192 B) and its stride
+// byte offset from one group of 8 k rows to the next (1024 B); a k16 step
+// moves 16 rows of 128 B (2048 B: 128 in the 16-byte address field).
+// (Canonical layouts: PTX ISA, "Shared Memory Matrix Layout"; the offsets as
+// CUTLASS's make_gmma_desc<Major::MN> computes them for this tile.)
+#if defined(HG_B_KN)
+constexpr int HG_B_STEP = 2048 >> 4;
+__device__ __forceinline__ unsigned long long smem_desc_b(const void* tile) {
+    const unsigned long long addr = smem_u32(tile);
+    return ((addr & 0x3FFFF) >> 4) | ((8192ull >> 4) << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
+}
+#else
+constexpr int HG_B_STEP = 32 >> 4;  // 16 halves of a K-major row
+__device__ __forceinline__ unsigned long long smem_desc_b(const void* tile) { return smem_desc(tile); }
+#endif
+
+// B's columns (Bt's rows) [n0, n0 + ROWS) by KROWS k rows from k0, into dst,
+// counted on bar; a cta_mask multicasts them into every block of the cluster it names.
+template <int ROWS, int KROWS>
+__device__ __forceinline__ void hg_load_b(__half* dst, const TmaDesc* map, int k0, int n0,
+                                          unsigned long long* bar, unsigned cta_mask) {
+#if defined(HG_B_KN)
+#pragma unroll
+    for (int b = 0; b < ROWS / 64; ++b) {  // box b: columns n0 + 64 b .. + 63, all KROWS k rows
+        if (cta_mask) tma_load_2d_multicast(dst + b * 64 * KROWS, map, n0 + 64 * b, k0, bar, cta_mask);
+        else tma_load_2d(dst + b * 64 * KROWS, map, n0 + 64 * b, k0, bar);
+    }
+#else
+    if (cta_mask) tma_load_2d_multicast(dst, map, k0, n0, bar, cta_mask);
+    else tma_load_2d(dst, map, k0, n0, bar);
+#endif
+}
+// --8<-- [end:hg_b_layout]
+
 // --8<-- [start:hg_kernel]
 constexpr int HG_BM = 128, HG_BK = 64, HG_GROUP_M = 16;
 
@@ -345,13 +398,9 @@ __device__ __forceinline__ void hg_ws(const TmaDesc& map_a, const TmaDesc& map_b
                     if (round > 0) mbar_wait(&empty[s], (round - 1) & 1);  // every reader of round - 1 is done
                     mbar_arrive_expect_tx(&full[s], S::TX_BYTES);  // A, and all of Bt's tile (both halves)
                     tma_load_2d(As + s * S::TILE_A, &map_a, kt * HG_BK, (tm * CLUSTER + rank) * HG_BM, &full[s]);
-                    if (CLUSTER == 1) {
-                        tma_load_2d(Bs + s * S::TILE_B, &map_b, kt * HG_BK, tn * BN, &full[s]);
-                    } else {
-                        constexpr int ROWS = BN / CLUSTER;
-                        tma_load_2d_multicast(Bs + s * S::TILE_B + rank * ROWS * HG_BK, &map_b, kt * HG_BK,
-                                              tn * BN + rank * ROWS, &full[s], (1u << CLUSTER) - 1);
-                    }
+                    constexpr int ROWS = BN / CLUSTER;  // a cluster: each block loads its share, into both
+                    hg_load_b<ROWS, HG_BK>(Bs + s * S::TILE_B + rank * ROWS * HG_BK, &map_b, kt * HG_BK,
+                                           tn * BN + rank * ROWS, &full[s], CLUSTER == 1 ? 0u : (1u << CLUSTER) - 1);
                 }
             }
         }
@@ -386,12 +435,12 @@ __device__ __forceinline__ void hg_ws(const TmaDesc& map_a, const TmaDesc& map_b
                 mbar_wait(&full[s], (it / STAGES) & 1);
                 const unsigned long long da = smem_desc(As + s * S::TILE_A);
                 const unsigned long long da_hi = smem_desc(As + s * S::TILE_A + 64 * HG_BK);
-                const unsigned long long db = smem_desc(Bs + s * S::TILE_B);
+                const unsigned long long db = smem_desc_b(Bs + s * S::TILE_B);
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < HG_BK / 16; ++kk) {
-                    wgmma_f16<BN>(lo, da + 2 * kk, db + 2 * kk, kt > k0 || kk > 0);
-                    wgmma_f16<BN>(hi, da_hi + 2 * kk, db + 2 * kk, kt > k0 || kk > 0);
+                    wgmma_f16<BN>(lo, da + 2 * kk, db + HG_B_STEP * kk, kt > k0 || kk > 0);
+                    wgmma_f16<BN>(hi, da_hi + 2 * kk, db + HG_B_STEP * kk, kt > k0 || kk > 0);
                 }
                 wgmma_commit();
                 wgmma_wait<1>();
@@ -431,11 +480,11 @@ __device__ __forceinline__ void hg_ws(const TmaDesc& map_a, const TmaDesc& map_b
                 const int s = it % STAGES;
                 mbar_wait(&full[s], (it / STAGES) & 1);
                 const unsigned long long da = smem_desc(As + s * S::TILE_A + half * 64 * HG_BK);
-                const unsigned long long db = smem_desc(Bs + s * S::TILE_B);
+                const unsigned long long db = smem_desc_b(Bs + s * S::TILE_B);
                 wgmma_fence();  // orders the registers' earlier use (the last tile's stores) before wgmma
 #pragma unroll
-                for (int kk = 0; kk < HG_BK / 16; ++kk)  // 16 halves = 32 bytes = 2 in the start-address field
-                    wgmma_f16<BN>(d, da + 2 * kk, db + 2 * kk, kt > k0 || kk > 0);
+                for (int kk = 0; kk < HG_BK / 16; ++kk)  // A: 16 halves = 32 bytes = 2 in the start-address field
+                    wgmma_f16<BN>(d, da + 2 * kk, db + HG_B_STEP * kk, kt > k0 || kk > 0);
                 wgmma_commit();
                 wgmma_wait<1>();  // the previous k tile's group has finished: its slot can be refilled
                 if (kt > k0) release((it - 1) % STAGES);
@@ -477,7 +526,7 @@ __device__ __forceinline__ void hg_plain(const TmaDesc& map_a, const TmaDesc& ma
         const int s = kt % STAGES;
         mbar_arrive_expect_tx(&full[s], S::TX_BYTES);
         tma_load_2d(As + s * S::TILE_A, &map_a, kt * HG_BK, tm * HG_BM, &full[s]);
-        tma_load_2d(Bs + s * S::TILE_B, &map_b, kt * HG_BK, tn * BN, &full[s]);
+        hg_load_b<BN, HG_BK>(Bs + s * S::TILE_B, &map_b, kt * HG_BK, tn * BN, &full[s], 0u);
     };
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
@@ -494,11 +543,11 @@ __device__ __forceinline__ void hg_plain(const TmaDesc& map_a, const TmaDesc& ma
         const int s = kt % STAGES;
         mbar_wait(&full[s], (kt / STAGES) & 1);
         const unsigned long long da = smem_desc(As + s * S::TILE_A + wg * 64 * HG_BK);
-        const unsigned long long db = smem_desc(Bs + s * S::TILE_B);
+        const unsigned long long db = smem_desc_b(Bs + s * S::TILE_B);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HG_BK / 16; ++kk)
-            wgmma_f16<BN>(d, da + 2 * kk, db + 2 * kk, kt > 0 || kk > 0);
+            wgmma_f16<BN>(d, da + 2 * kk, db + HG_B_STEP * kk, kt > 0 || kk > 0);
         wgmma_commit();
         wgmma_wait<1>();
         if (kt > 0) {
