@@ -429,13 +429,14 @@ def claims(data: dict) -> None:
     assert fastest[True] * 1.2 < fastest[False]
     assert auto[odd, "fp16"]["paired_ratio"] > 1.3 * one[odd]["paired_ratio"]
     # the goals: >= 0.90 x cuBLAS on every shape but that one, in both formats; the geometric
-    # mean about 0.95 (short of 0.97); level with cuBLAS at 8192^3, behind at 4096^3
+    # mean >= 0.97 (met); level with cuBLAS at 8192^3, behind at 4096^3
     for fmt in ("fp16", "bf16"):
         got = {s: r for (s, f), r in auto.items() if f == fmt}
         assert all(r["paired_ratio"] >= 0.9 for s, r in got.items() if s != odd), fmt
         assert got[odd]["paired_ratio"] < 0.9, fmt
         geomean = math.exp(sum(math.log(r["paired_ratio"]) for r in got.values()) / len(got))
-        assert 0.94 <= geomean < 0.97, (fmt, geomean)
+        assert geomean >= 0.97, (fmt, geomean)
+        assert harness.against(got[8192, 8192, 1024], 1.0) == "above" and got[8192, 8192, 1024]["paired_ratio"] > 1.1
         assert harness.against(got[8192, 8192, 8192], 1.0) == "level", fmt
         assert got[4096, 4096, 4096]["paired_ratio"] < 1.0, fmt  # the median round behind at 4096^3,
         assert harness.against(got[4096, 4096, 4096], 1.0) in ("below", "level"), fmt  # never ahead in all
