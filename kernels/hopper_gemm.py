@@ -398,33 +398,29 @@ CUDA_R_16BF = 14
 def cublas_gemm_tn(A, Bt, C=None):
     """cuBLAS's C = A @ Bt.T for the operands hopper_gemm takes (float16, or
     uint16 as BF16 bit patterns)."""
-    import cupy as cp
-    from cupy_backends.cuda.libs import cublas
-
     (M, K), (N, _) = A.shape, Bt.shape
-    if C is None:
-        C = cp.empty((M, N), dtype=cp.float32)
-    ab = CUDA_R_16BF if A.dtype == np.uint16 else CUDA_R_16F
-    one, zero = np.array(1.0, np.float32), np.array(0.0, np.float32)
-    cublas.gemmEx(cp.cuda.device.get_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, N, M, K,
-                  one.ctypes.data, Bt.data.ptr, ab, K, A.data.ptr, ab, K,
-                  zero.ctypes.data, C.data.ptr, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
-    return C
+    return _cublas_gemmex(A, Bt, C, M, N, K, CUBLAS_OP_T, K)
 
 
 def cublas_gemm_nn(A, B, C=None):
     """cuBLAS's C = A @ B for B as it is (K x N), the operands of
     hopper_gemm(..., layout="nn"): column-major, it computes C^T = B^T A^T,
     neither transposed."""
+    (M, K), (_, N) = A.shape, B.shape
+    return _cublas_gemmex(A, B, C, M, N, K, CUBLAS_OP_N, N)
+
+
+def _cublas_gemmex(A, B, C, M: int, N: int, K: int, op_b: int, ldb: int):
+    """cublasGemmEx of C^T (N x M) = op_b(B) A^T, FP32 out and accumulation;
+    B's leading dimension ldb."""
     import cupy as cp
     from cupy_backends.cuda.libs import cublas
 
-    (M, K), (_, N) = A.shape, B.shape
     if C is None:
         C = cp.empty((M, N), dtype=cp.float32)
     ab = CUDA_R_16BF if A.dtype == np.uint16 else CUDA_R_16F
     one, zero = np.array(1.0, np.float32), np.array(0.0, np.float32)
-    cublas.gemmEx(cp.cuda.device.get_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, N, M, K,
-                  one.ctypes.data, B.data.ptr, ab, N, A.data.ptr, ab, K,
+    cublas.gemmEx(cp.cuda.device.get_cublas_handle(), op_b, CUBLAS_OP_N, N, M, K,
+                  one.ctypes.data, B.data.ptr, ab, ldb, A.data.ptr, ab, K,
                   zero.ctypes.data, C.data.ptr, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
     return C
