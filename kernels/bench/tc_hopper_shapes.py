@@ -351,12 +351,6 @@ def fit(data: dict, min_ms: float = KERNEL_BOUND_MS) -> dict:
             ktile[k], tile[k] = float(a), float(b)
     vals = {n: getattr(hg, n) for n in scalars}
 
-    def get(knob):
-        return vals[knob]
-
-    def put(knob, v):
-        vals[knob] = v
-
     def loss():
         for n, v in vals.items():
             setattr(hg, n, v)
@@ -365,8 +359,8 @@ def fit(data: dict, min_ms: float = KERNEL_BOUND_MS) -> dict:
 
     try:
         hg.KTILE_US, hg.TILE_US = ktile, tile
-        before, after = fitting.descend(loss, scalars, get, put, factors=(0.5, 0.7, 0.85, 0.95, 1.05, 1.15, 1.4, 2.0),
-                                        floor=1e-4)
+        before, after = fitting.descend(loss, scalars, vals.__getitem__, vals.__setitem__,
+                                        factors=(0.5, 0.7, 0.85, 0.95, 1.05, 1.15, 1.4, 2.0), floor=1e-4)
     finally:
         for n, v in shipped.items():
             setattr(hg, n, v)
